@@ -1,0 +1,365 @@
+/* Starling: decentralized collective communication for distributed training.
+ *
+ * This is the whole public ABI: plain C99, stable, exchanging tensors as DLPack
+ * DLTensor views. Every language binding (Python, Java, Julia) and every C or C++
+ * engine goes through these functions.
+ *
+ * Conventions that hold for every function below:
+ * - Every function returns starling_status_t: 0 (STARLING_SUCCESS) on success,
+ *   >0 while still pending (request test only), <0 on error. On error,
+ *   starling_last_error() returns a message that names what was wrong; it is
+ *   thread-local and valid until the next failing call on the same thread.
+ * - Nothing here terminates or prints into the host process. Logging is opt-in
+ *   (STARLING_LOG_LEVEL).
+ * - Handles are typed opaque values. A NULL, freed or destroyed handle gives
+ *   STARLING_ERR_INVALID_HANDLE; handles are never reused, so double frees are caught.
+ * - Tensors are BORROWED: `const DLTensor*` inputs and `DLTensor*` outputs must stay
+ *   valid until the call returns or, for a _nonblocking call, until its request has
+ *   completed. Tensors must be in CPU memory, contiguous (row-major, strides NULL or
+ *   compact), aligned to their element size, with lanes == 1, and of one of the
+ *   dtypes listed at starling_dtype_supported(). A call is in place when input and
+ *   output are the same memory.
+ * - Collective calls (marked "Collective") must be made by every rank of the context,
+ *   in the same order. When ranks disagree (different operation, dtype, element count
+ *   or root), the call fails with STARLING_ERR_MISMATCH on the ranks that exchange
+ *   data with a disagreeing rank, never silently and never by hanging forever.
+ * - Argument checks happen on the calling thread before anything is queued: a call
+ *   with bad arguments fails immediately and leaves no request behind.
+ * - Thread safety: all functions may be called from any thread. Operations on one
+ *   context are executed one at a time in the order they were submitted.
+ */
+#ifndef STARLING_STARLING_H_
+#define STARLING_STARLING_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+/* ---------------------------------------------------------------------------------
+ * Versions. STARLING_VERSION(M, m, p) = M * 10000 + m * 100 + p, fixed forever. */
+#define STARLING_VERSION_MAJOR 0
+#define STARLING_VERSION_MINOR 1
+#define STARLING_VERSION_PATCH 0
+#define STARLING_VERSION(M, m, p) ((M) * 10000 + (m) * 100 + (p))
+#define STARLING_VERSION_CODE \
+  STARLING_VERSION(STARLING_VERSION_MAJOR, STARLING_VERSION_MINOR, STARLING_VERSION_PATCH)
+
+#if defined(STARLING_BUILDING_LIBRARY)
+#define STARLING_API __attribute__((visibility("default")))
+#else
+#define STARLING_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Status codes. */
+typedef int starling_status_t;
+
+enum starling_status_code {
+  STARLING_SUCCESS = 0,
+  STARLING_IN_PROGRESS = 1,              /* request not finished yet (test only) */
+  STARLING_ERR_INVALID_ARGUMENT = -1,    /* a NULL pointer, bad tensor, shape, rank, weight... */
+  STARLING_ERR_INVALID_HANDLE = -2,      /* NULL, freed or destroyed handle */
+  STARLING_ERR_INVALID_USAGE = -3,       /* right arguments, wrong moment (waited twice...) */
+  STARLING_ERR_UNSUPPORTED = -4,         /* dtype, device or feature not supported */
+  STARLING_ERR_MISMATCH = -5,            /* ranks disagree on a collective call */
+  STARLING_ERR_TIMEOUT = -6,             /* STARLING_TIMEOUT_SECONDS passed waiting for peers */
+  STARLING_ERR_SHUTDOWN = -7,            /* the context was destroyed before the op ran */
+  STARLING_ERR_TRANSPORT = -8,           /* MPI failed; the context is unusable */
+  STARLING_ERR_NOT_FOUND = -9,           /* no such name (windows) */
+  STARLING_ERR_ALREADY_EXISTS = -10,     /* name already taken (windows) */
+  STARLING_ERR_OUT_OF_MEMORY = -11,
+  STARLING_ERR_INTERNAL = -12            /* a bug in Starling: please report it */
+};
+
+/* The library's version as STARLING_VERSION(M, m, p). Compare with
+ * STARLING_VERSION_CODE to detect a header/library mismatch. */
+STARLING_API int starling_get_version(void);
+
+/* Static text for a status code, with a hint on what to do. Never NULL. */
+STARLING_API const char* starling_status_string(starling_status_t status);
+
+/* Detail of the last failing call on this thread ("" if none). Thread-local; valid
+ * until the next failing call on the same thread. */
+STARLING_API const char* starling_last_error(void);
+
+/* The table of STARLING_* environment variables: name, value in effect, default and
+ * meaning, one per line. Static text, read once per process. Never NULL. */
+STARLING_API const char* starling_config_string(void);
+
+/* ---------------------------------------------------------------------------------
+ * Data types. Supported: float16, bfloat16, float32, float64, int8, int16, int32,
+ * int64, uint8 (lanes == 1). */
+
+/* *out = 1 if dtype is supported, else 0. */
+STARLING_API starling_status_t starling_dtype_supported(DLDataType dtype, int* out);
+
+/* ---------------------------------------------------------------------------------
+ * Handles. */
+typedef struct starling_context_s* starling_context_t;
+typedef struct starling_request_s* starling_request_t;
+typedef struct starling_topology_s* starling_topology_t;
+typedef struct starling_schedule_s* starling_schedule_t;
+
+/* ---------------------------------------------------------------------------------
+ * Contexts. A context is a group of ranks with one progress engine.
+ *
+ * Options follow the struct_size rule: initialize with STARLING_CONTEXT_OPTIONS_INIT
+ * and set fields by name; fields added later get their defaults for older callers. */
+typedef struct starling_context_options {
+  size_t struct_size;   /* sizeof(starling_context_options_t) */
+  /* 0: Starling uses MPI_COMM_WORLD, initializing MPI (MPI_THREAD_MULTIPLE) if nobody
+   * has, and finalizing it when the last such context is destroyed, if it initialized
+   * it. 1: use host_comm; MPI must already be initialized with MPI_THREAD_MULTIPLE and
+   * is neither initialized nor finalized by Starling. */
+  int use_host_comm;
+  /* The host's communicator as a Fortran handle (MPI_Comm_c2f; mpi4py: comm.py2f()). */
+  int64_t host_comm;
+  /* Ranks per machine. 0: take STARLING_NODES_PER_MACHINE, else detect machines by
+   * shared memory. >0: group consecutive ranks into machines of this many ranks (to
+   * simulate several machines on one host). */
+  int nodes_per_machine;
+} starling_context_options_t;
+
+#define STARLING_CONTEXT_OPTIONS_INIT \
+  { sizeof(starling_context_options_t), 0, 0, 0 }
+
+/* Creates a context. options may be NULL (defaults). A program started without a
+ * launcher is a world of size 1.
+ * Collective: every rank of the communicator. PRODUCES *out (destroy it).
+ * Errors: INVALID_ARGUMENT (NULL out, bad struct_size or host_comm), UNSUPPORTED (MPI
+ * thread level below MPI_THREAD_MULTIPLE), INVALID_USAGE (MPI already finalized),
+ * TRANSPORT. */
+STARLING_API starling_status_t starling_context_create(const starling_context_options_t* options,
+                                                       starling_context_t* out);
+
+/* Destroys a context: operations already submitted run to completion (their requests
+ * stay valid and can still be waited on and freed); later submissions fail with
+ * STARLING_ERR_SHUTDOWN; the progress thread is joined.
+ * Collective. Errors: INVALID_HANDLE. */
+STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx);
+
+/* Layout queries. Local, no communication. "Machines" are groups of ranks on one host
+ * (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out). */
+STARLING_API starling_status_t starling_rank(starling_context_t ctx, int* out);
+STARLING_API starling_status_t starling_size(starling_context_t ctx, int* out);
+STARLING_API starling_status_t starling_local_rank(starling_context_t ctx, int* out);
+STARLING_API starling_status_t starling_local_size(starling_context_t ctx, int* out);
+STARLING_API starling_status_t starling_machine_rank(starling_context_t ctx, int* out);
+STARLING_API starling_status_t starling_machine_size(starling_context_t ctx, int* out);
+/* *out = 1 if every machine has the same number of ranks and ranks are numbered
+ * contiguously per machine (rank = machine_rank * local_size + local_rank). */
+STARLING_API starling_status_t starling_is_homogeneous(starling_context_t ctx, int* out);
+
+/* ---------------------------------------------------------------------------------
+ * Requests: the handle of a _nonblocking call.
+ *
+ * A request carries its operation's final status. It must be freed with
+ * starling_request_free once finished, also after an error. */
+
+/* STARLING_IN_PROGRESS while running, else the final status (repeatable). Never
+ * blocks; also drives queued work if the progress thread is idle.
+ * Errors: INVALID_HANDLE, or the operation's own error. */
+STARLING_API starling_status_t starling_request_test(starling_request_t req);
+
+/* Blocks until the operation finishes and returns its final status; on error,
+ * starling_last_error() has the operation's message. Waiting a second time on the
+ * same request is an error (INVALID_USAGE): keep the first result.
+ * Errors: INVALID_HANDLE, INVALID_USAGE, or the operation's own error. */
+STARLING_API starling_status_t starling_request_wait(starling_request_t req);
+
+/* Releases a finished request. Freeing a request that is still running is an error
+ * (INVALID_USAGE: wait for it first, its tensors are in use); freeing twice gives
+ * INVALID_HANDLE. */
+STARLING_API starling_status_t starling_request_free(starling_request_t req);
+
+/* ---------------------------------------------------------------------------------
+ * Classic collectives. All are collective over the context; `name` (may be NULL) is
+ * a label for diagnostics and the timeline, not a rendezvous key. */
+
+typedef enum starling_reduce_op {
+  STARLING_SUM = 0,
+  STARLING_AVERAGE = 1,  /* sum / size; floating-point dtypes only */
+  STARLING_MIN = 2,
+  STARLING_MAX = 3
+} starling_reduce_op_t;
+
+/* out = op over all ranks of in. in and out have the same dtype and shape (or are
+ * the same tensor). Integer sums wrap around (two's complement); float16/bfloat16
+ * are reduced in float32 and rounded once per step. Every rank gets bit-identical
+ * results.
+ * Collective. BORROWS in, out.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED, MISMATCH, TIMEOUT, TRANSPORT. */
+STARLING_API starling_status_t starling_allreduce(starling_context_t ctx, const DLTensor* in,
+                                                  DLTensor* out, starling_reduce_op_t op,
+                                                  const char* name);
+STARLING_API starling_status_t starling_allreduce_nonblocking(starling_context_t ctx,
+                                                              const DLTensor* in, DLTensor* out,
+                                                              starling_reduce_op_t op,
+                                                              const char* name,
+                                                              starling_request_t* req);
+
+/* Every rank's out = root's in. in and out have the same dtype and shape on every rank
+ * (or are the same tensor); `in` is only read on the root.
+ * Collective. BORROWS in, out.
+ * Errors: as allreduce; INVALID_ARGUMENT for a root out of range. */
+STARLING_API starling_status_t starling_broadcast(starling_context_t ctx, const DLTensor* in,
+                                                  DLTensor* out, int root, const char* name);
+STARLING_API starling_status_t starling_broadcast_nonblocking(starling_context_t ctx,
+                                                              const DLTensor* in, DLTensor* out,
+                                                              int root, const char* name,
+                                                              starling_request_t* req);
+
+/* out = concatenation along dimension 0 of every rank's in, in rank order. The first
+ * dimension may differ between ranks; the other dimensions and the dtype must agree.
+ * out's first dimension must be the sum of all ranks' first dimensions (use
+ * starling_allgather_first_dims to learn them). If first_dims is not NULL it receives
+ * size() entries: each rank's first dimension. in must have at least one dimension.
+ * Collective. BORROWS in, out, first_dims.
+ * Errors: as allreduce; MISMATCH when out is too small or too large on some rank. */
+STARLING_API starling_status_t starling_allgather(starling_context_t ctx, const DLTensor* in,
+                                                  DLTensor* out, int64_t* first_dims,
+                                                  const char* name);
+STARLING_API starling_status_t starling_allgather_nonblocking(starling_context_t ctx,
+                                                              const DLTensor* in, DLTensor* out,
+                                                              int64_t* first_dims,
+                                                              const char* name,
+                                                              starling_request_t* req);
+
+/* first_dims[r] = first dimension of rank r's `in` (size() entries), checking that the
+ * dtype and the other dimensions agree. A cheap step before allgather when the sizes
+ * are not known.
+ * Collective. BORROWS in (only its shape is read), first_dims. */
+STARLING_API starling_status_t starling_allgather_first_dims(starling_context_t ctx,
+                                                             const DLTensor* in,
+                                                             int64_t* first_dims,
+                                                             const char* name);
+STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(
+    starling_context_t ctx, const DLTensor* in, int64_t* first_dims, const char* name,
+    starling_request_t* req);
+
+/* Returns once every rank has entered the barrier. Collective. */
+STARLING_API starling_status_t starling_barrier(starling_context_t ctx);
+STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t ctx,
+                                                            starling_request_t* req);
+
+/* ---------------------------------------------------------------------------------
+ * Topologies: weighted directed graphs over `size` ranks. Edge i -> j with weight w
+ * means rank j receives rank i's tensor scaled by w; an edge r -> r is r's self
+ * weight. Topologies are local objects (no communication); the generators produce the
+ * same edges and weights as BlueFog's topology_util (see README for the one
+ * deliberate difference). PRODUCES *out: free it with starling_topology_free.
+ * Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out). */
+
+typedef enum starling_ring_style {
+  STARLING_RING_BIDIRECTIONAL = 0, /* i <-> i-1, i+1; weights 1/3 */
+  STARLING_RING_LEFT = 1,          /* i sends to i-1; weights 1/2 */
+  STARLING_RING_RIGHT = 2          /* i sends to i+1; weights 1/2 */
+} starling_ring_style_t;
+
+/* A graph from explicit edges: sources[k] -> destinations[k] with weights[k]
+ * (weights NULL: every weight 1.0). Ranks must be in [0, size), weights finite and
+ * >= 0, and no edge may repeat. */
+STARLING_API starling_status_t starling_topology_create(int size, int num_edges,
+                                                        const int* sources,
+                                                        const int* destinations,
+                                                        const double* weights,
+                                                        starling_topology_t* out);
+/* i -> i + 2^k (mod size) for every 2^k < size, plus self; uniform weights. */
+STARLING_API starling_status_t starling_topology_exponential_two(int size,
+                                                                 starling_topology_t* out);
+/* i -> i + base^k (mod size) for every base^k < size, plus self; uniform weights.
+ * Powers are tested exactly (BlueFog's float test drops e.g. 243 for base 3). */
+STARLING_API starling_status_t starling_topology_exponential(int size, int base,
+                                                             starling_topology_t* out);
+/* i -> i +- base^k (mod size), plus self; uniform weights. */
+STARLING_API starling_status_t starling_topology_symmetric_exponential(
+    int size, int base, starling_topology_t* out);
+/* rows x cols grid without wrap-around, Metropolis-Hastings weights. rows = cols = 0
+ * picks the most square shape with rows <= cols. */
+STARLING_API starling_status_t starling_topology_mesh_grid_2d(int size, int rows, int cols,
+                                                              starling_topology_t* out);
+STARLING_API starling_status_t starling_topology_star(int size, int center,
+                                                      starling_topology_t* out);
+STARLING_API starling_status_t starling_topology_ring(int size, starling_ring_style_t style,
+                                                      starling_topology_t* out);
+STARLING_API starling_status_t starling_topology_fully_connected(int size,
+                                                                 starling_topology_t* out);
+STARLING_API starling_status_t starling_topology_free(starling_topology_t topo);
+
+STARLING_API starling_status_t starling_topology_size(starling_topology_t topo, int* out);
+/* Number of edges, self-loops included. */
+STARLING_API starling_status_t starling_topology_num_edges(starling_topology_t topo, int* out);
+/* Copies the edges sorted by (source, destination). capacity >= num_edges. */
+STARLING_API starling_status_t starling_topology_edges(starling_topology_t topo, int* sources,
+                                                       int* destinations, double* weights,
+                                                       int capacity);
+
+/* List queries share one convention: *count is always set to the full number of
+ * entries; the arrays (which may be NULL when capacity is 0) receive them in ascending
+ * rank order; a capacity smaller than *count is INVALID_ARGUMENT. Self is excluded. */
+STARLING_API starling_status_t starling_topology_in_neighbors(starling_topology_t topo, int rank,
+                                                              int* ranks, int capacity,
+                                                              int* count);
+STARLING_API starling_status_t starling_topology_out_neighbors(starling_topology_t topo,
+                                                               int rank, int* ranks,
+                                                               int capacity, int* count);
+/* Weights rank receives with: *self_weight (0 without a self-loop) and, per
+ * in-neighbor, the weight of the edge neighbor -> rank. */
+STARLING_API starling_status_t starling_topology_recv_weights(starling_topology_t topo,
+                                                              int rank, double* self_weight,
+                                                              int* ranks, double* weights,
+                                                              int capacity, int* count);
+/* Weights rank sends with: *self_weight and, per out-neighbor, edge rank -> neighbor. */
+STARLING_API starling_status_t starling_topology_send_weights(starling_topology_t topo,
+                                                              int rank, double* self_weight,
+                                                              int* ranks, double* weights,
+                                                              int capacity, int* count);
+/* *out = 1 if every rank has the same degree (in + out, a self-loop counting twice). */
+STARLING_API starling_status_t starling_topology_is_regular(starling_topology_t topo, int* out);
+/* *out = 1 if both graphs have the same size and exactly the same weighted edges. */
+STARLING_API starling_status_t starling_topology_is_equivalent(starling_topology_t a,
+                                                               starling_topology_t b, int* out);
+
+/* ---------------------------------------------------------------------------------
+ * Dynamic schedules: iterators yielding, per step, the ranks this rank sends to and
+ * receives from (BlueFog's Get*SendRecvRanks generators). Every rank advances its own
+ * schedule once per step, in lockstep. PRODUCES *out: free with starling_schedule_free. */
+
+/* One peer per step, cycling through topo's out-neighbors in clockwise order. The
+ * topology must give every rank a self-loop and at least one out-neighbor. */
+STARLING_API starling_status_t starling_schedule_dynamic_one_peer(starling_topology_t topo,
+                                                                  int rank,
+                                                                  starling_schedule_t* out);
+/* Machine ids (not ranks): machine m sends to m + 2^k and receives from m - 2^k. */
+STARLING_API starling_status_t starling_schedule_exp2_machine(int world_size, int local_size,
+                                                              int rank, int local_rank,
+                                                              starling_schedule_t* out);
+/* One rank per machine (rotating) talks along the machine ring, the others along the
+ * ring inside their machine. local_size > 2. */
+STARLING_API starling_status_t starling_schedule_inner_outer_ring(int world_size,
+                                                                  int local_size, int rank,
+                                                                  starling_schedule_t* out);
+/* As inner_outer_ring with exponential-2 distances inside and between machines. */
+STARLING_API starling_status_t starling_schedule_inner_outer_expo2(int world_size,
+                                                                   int local_size, int rank,
+                                                                   starling_schedule_t* out);
+/* Yields the next step's sets (list convention as above, for both lists) and
+ * advances. send_count/recv_count are set even when a capacity is too small, in which
+ * case the schedule does not advance. */
+STARLING_API starling_status_t starling_schedule_next(starling_schedule_t sched, int* send_ranks,
+                                                      int send_capacity, int* send_count,
+                                                      int* recv_ranks, int recv_capacity,
+                                                      int* recv_count);
+STARLING_API starling_status_t starling_schedule_free(starling_schedule_t sched);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* STARLING_STARLING_H_ */
