@@ -1,0 +1,119 @@
+// Classic collectives: glue only (validation lives in impl/ops).
+#include "capi/private/api.h"
+#include "capi/private/objects.h"
+#include "impl/ops/collectives.h"
+
+using namespace starling;
+using namespace starling::capi;
+
+namespace {
+
+std::string NameOf(const char* name) { return name ? std::string(name) : std::string(); }
+
+ReduceOp ToReduceOp(starling_reduce_op_t op) {
+  STARLING_CHECK_ARG(op >= STARLING_SUM && op <= STARLING_MAX, "reduce op ", static_cast<int>(op),
+                     " is not STARLING_SUM, STARLING_AVERAGE, STARLING_MIN or STARLING_MAX");
+  return static_cast<ReduceOp>(op);
+}
+
+// Builds the op on this thread (validating everything), then runs it blocking or
+// queues it, depending on whether a request pointer was passed.
+template <typename Make>
+starling_status_t Launch(starling_context_t ctx, starling_request_t* req, bool nonblocking, Make make) {
+  STARLING_API_BEGIN();
+  if (nonblocking) {
+    CheckOut(req, "req");
+    *req = nullptr;
+  }
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  std::unique_ptr<runtime::Op> op = make(*context);
+  if (nonblocking) {
+    RunNonblocking(context, std::move(op), req);
+  } else {
+    RunBlocking(*context, std::move(op));
+  }
+  STARLING_API_END();
+}
+
+starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out, starling_reduce_op_t op,
+                            const char* name, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
+    return ops::MakeAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
+  });
+}
+
+starling_status_t Broadcast(starling_context_t ctx, const DLTensor* in, DLTensor* out, int root, const char* name,
+                            starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
+    return ops::MakeBroadcast(c, ViewOf(in, "in"), ViewOf(out, "out"), root, NameOf(name));
+  });
+}
+
+starling_status_t Allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out, int64_t* first_dims,
+                            const char* name, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
+    return ops::MakeAllgather(c, ViewOf(in, "in"), ViewOf(out, "out"), first_dims, NameOf(name));
+  });
+}
+
+starling_status_t AllgatherFirstDims(starling_context_t ctx, const DLTensor* in, int64_t* first_dims,
+                                     const char* name, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
+    return ops::MakeAllgatherFirstDims(c, ViewOf(in, "in"), first_dims, NameOf(name));
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+STARLING_API starling_status_t starling_allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                  starling_reduce_op_t op, const char* name) {
+  return Allreduce(ctx, in, out, op, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_allreduce_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                              DLTensor* out, starling_reduce_op_t op,
+                                                              const char* name, starling_request_t* req) {
+  return Allreduce(ctx, in, out, op, name, req, true);
+}
+
+STARLING_API starling_status_t starling_broadcast(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                  int root, const char* name) {
+  return Broadcast(ctx, in, out, root, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_broadcast_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                              DLTensor* out, int root, const char* name,
+                                                              starling_request_t* req) {
+  return Broadcast(ctx, in, out, root, name, req, true);
+}
+
+STARLING_API starling_status_t starling_allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                  int64_t* first_dims, const char* name) {
+  return Allgather(ctx, in, out, first_dims, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_allgather_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                              DLTensor* out, int64_t* first_dims,
+                                                              const char* name, starling_request_t* req) {
+  return Allgather(ctx, in, out, first_dims, name, req, true);
+}
+
+STARLING_API starling_status_t starling_allgather_first_dims(starling_context_t ctx, const DLTensor* in,
+                                                             int64_t* first_dims, const char* name) {
+  return AllgatherFirstDims(ctx, in, first_dims, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(starling_context_t ctx,
+                                                                         const DLTensor* in,
+                                                                         int64_t* first_dims,
+                                                                         const char* name,
+                                                                         starling_request_t* req) {
+  return AllgatherFirstDims(ctx, in, first_dims, name, req, true);
+}
+
+STARLING_API starling_status_t starling_barrier(starling_context_t ctx) {
+  return Launch(ctx, nullptr, false, [](const runtime::Context& c) { return ops::MakeBarrier(c); });
+}
+STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t ctx, starling_request_t* req) {
+  return Launch(ctx, req, true, [](const runtime::Context& c) { return ops::MakeBarrier(c); });
+}
+
+}  // extern "C"

@@ -1,0 +1,152 @@
+// Contexts and requests: glue only.
+#include <cstring>
+
+#include "capi/private/api.h"
+#include "capi/private/objects.h"
+#include "impl/common/config.h"
+
+namespace starling::capi {
+
+HandleTable<runtime::Context, starling_context_t>& Contexts() {
+  static auto* table = new HandleTable<runtime::Context, starling_context_t>("context");
+  return *table;
+}
+
+HandleTable<RequestEntry, starling_request_t>& Requests() {
+  static auto* table = new HandleTable<RequestEntry, starling_request_t>("request");
+  return *table;
+}
+
+void RunBlocking(runtime::Context& context, std::unique_ptr<runtime::Op> op) {
+  std::shared_ptr<runtime::Request> request = context.engine().Execute(std::move(op));
+  if (request->code() != Code::kOk) throw Error(request->code(), request->message());
+}
+
+void RunNonblocking(const std::shared_ptr<runtime::Context>& context, std::unique_ptr<runtime::Op> op,
+                    starling_request_t* out) {
+  auto entry = std::make_shared<RequestEntry>();
+  entry->context = context;
+  entry->request = context->engine().Submit(std::move(op));
+  *out = Requests().Add(std::move(entry));
+}
+
+namespace {
+
+runtime::ContextOptions ParseOptions(const starling_context_options_t* options) {
+  runtime::ContextOptions parsed;
+  if (options == nullptr) return parsed;
+  STARLING_CHECK_ARG(options->struct_size >= offsetof(starling_context_options_t, host_comm) + sizeof(int64_t),
+                     "options->struct_size is ", options->struct_size,
+                     "; initialize options with STARLING_CONTEXT_OPTIONS_INIT");
+  // Fields added in later versions would be read only when struct_size covers them.
+  starling_context_options_t copy = STARLING_CONTEXT_OPTIONS_INIT;
+  std::memcpy(&copy, options, std::min(options->struct_size, sizeof copy));
+  STARLING_CHECK_ARG(copy.use_host_comm == 0 || copy.use_host_comm == 1, "options->use_host_comm must be 0 or 1, got ",
+                     copy.use_host_comm);
+  parsed.use_host_comm = copy.use_host_comm == 1;
+  parsed.host_comm = copy.host_comm;
+  if (options->struct_size >= offsetof(starling_context_options_t, nodes_per_machine) + sizeof(int))
+    parsed.nodes_per_machine = copy.nodes_per_machine;
+  return parsed;
+}
+
+template <typename Getter>
+starling_status_t Query(starling_context_t ctx, int* out, Getter getter) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  *out = getter(*Contexts().Get(ctx));
+  STARLING_API_END();
+}
+
+starling_status_t Finished(const runtime::Request& request) {
+  if (request.code() == Code::kOk) return STARLING_SUCCESS;
+  return SetLastError(request.code(), request.message());
+}
+
+}  // namespace
+}  // namespace starling::capi
+
+using namespace starling;
+using namespace starling::capi;
+
+extern "C" {
+
+STARLING_API const char* starling_config_string(void) {
+  static const std::string text = DescribeConfig([](const char* name) { return std::getenv(name); });
+  return text.c_str();
+}
+
+STARLING_API starling_status_t starling_dtype_supported(DLDataType dtype, int* out) {
+  STARLING_API_BEGIN();
+  *CheckOut(out, "out") = FromDLDataType(dtype).has_value() ? 1 : 0;
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_create(const starling_context_options_t* options,
+                                                       starling_context_t* out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  *out = nullptr;
+  *out = Contexts().Add(runtime::Context::Create(ParseOptions(options)));
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx) {
+  STARLING_API_BEGIN();
+  Contexts().Take(ctx)->Destroy();
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_rank(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.rank(); });
+}
+STARLING_API starling_status_t starling_size(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.size(); });
+}
+STARLING_API starling_status_t starling_local_rank(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.layout().local_rank; });
+}
+STARLING_API starling_status_t starling_local_size(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.layout().local_size; });
+}
+STARLING_API starling_status_t starling_machine_rank(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.layout().machine_rank; });
+}
+STARLING_API starling_status_t starling_machine_size(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.layout().machine_size; });
+}
+STARLING_API starling_status_t starling_is_homogeneous(starling_context_t ctx, int* out) {
+  return Query(ctx, out, [](const runtime::Context& c) { return c.layout().homogeneous ? 1 : 0; });
+}
+
+STARLING_API starling_status_t starling_request_test(starling_request_t req) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<RequestEntry> entry = Requests().Get(req);
+  if (!entry->request->done()) return STARLING_IN_PROGRESS;
+  return Finished(*entry->request);
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_request_wait(starling_request_t req) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<RequestEntry> entry = Requests().Get(req);
+  if (!entry->request->MarkWaited()) {
+    Fail(Code::kInvalidUsage, "this request was already waited on",
+         entry->request->done() ? Str(" (its status was ", static_cast<int>(entry->request->code()), ")") : "",
+         "; keep the result of the first wait, or use starling_request_test to poll");
+  }
+  entry->context->engine().Wait(*entry->request);
+  return Finished(*entry->request);
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_request_free(starling_request_t req) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<RequestEntry> entry = Requests().Get(req);
+  STARLING_CHECK(entry->request->done(), Code::kInvalidUsage,
+                 "the request is still running; wait for it before freeing (its tensors are in use)");
+  Requests().Take(req);
+  STARLING_API_END();
+}
+
+}  // extern "C"

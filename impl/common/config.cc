@@ -1,0 +1,139 @@
+#include "impl/common/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "impl/common/error.h"
+#include "impl/common/logging.h"
+
+namespace starling {
+namespace {
+
+const std::vector<ConfigVar> kTable = {
+    {"STARLING_LOG_LEVEL", "BLUEFOG_LOG_LEVEL", "off",
+     "off, error, warn, info, debug or trace; messages go to stderr with a [rank N] prefix"},
+    {"STARLING_STALL_WARNING_SECONDS", nullptr, "60",
+     "warn (at level warn) when an operation has waited this long for peers, naming them; 0 disables"},
+    {"STARLING_TIMEOUT_SECONDS", nullptr, "0",
+     "fail an operation with STARLING_ERR_TIMEOUT after waiting this long for peers; 0 waits forever"},
+    {"STARLING_FUSION_THRESHOLD", "BLUEFOG_FUSION_THRESHOLD", "8388608",
+     "bytes: queued neighbor_allreduce calls with the same neighbors travel as one message up to this size; 0 disables fusion"},
+    {"STARLING_NODES_PER_MACHINE", "BLUEFOG_NODES_PER_MACHINE", "0",
+     "ranks per machine; 0 detects machines by shared memory, >0 groups consecutive ranks (simulates machines)"},
+    {"STARLING_TIMELINE", "BLUEFOG_TIMELINE", "",
+     "file prefix: write a Chrome-trace timeline per rank to <prefix><rank>.json; empty disables"},
+    {"STARLING_CHUNK_BYTES", nullptr, "262144",
+     "bytes: large messages are split into chunks of this size so transfers overlap reductions"},
+    {"STARLING_INLINE_BYTES", nullptr, "16384",
+     "bytes: payloads up to this size travel in the same message as their header"},
+    {"STARLING_SPIN_MICROSECONDS", nullptr, "50",
+     "a waiting thread busy-polls this long before sleeping (latency versus CPU use)"},
+    {"STARLING_WINDOW_POLL_MICROSECONDS", nullptr, "200",
+     "while windows exist, the idle progress thread sleeps at most this long between polls for incoming puts"},
+};
+
+const char* Lookup(const EnvLookup& lookup, const ConfigVar& var, const char** used_name) {
+  *used_name = var.name;
+  const char* value = lookup(var.name);
+  if ((value == nullptr || *value == '\0') && var.alias != nullptr) {
+    value = lookup(var.alias);
+    *used_name = var.alias;
+  }
+  return (value == nullptr || *value == '\0') ? nullptr : value;
+}
+
+double ParseNumber(const char* name, const char* text, double min_value) {
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  STARLING_CHECK_ARG(end != text && *end == '\0' && errno == 0 && std::isfinite(value) && value >= min_value,
+                     name, "='", text, "' is not a number >= ", min_value);
+  return value;
+}
+
+size_t ParseBytes(const char* name, const char* text, size_t min_value) {
+  const double value = ParseNumber(name, text, static_cast<double>(min_value));
+  STARLING_CHECK_ARG(value == std::floor(value) && value < 1e18, name, "='", text,
+                     "' is not a whole number of bytes");
+  return static_cast<size_t>(value);
+}
+
+LogLevel ParseLogLevel(const char* name, const char* text) {
+  static const struct { const char* word; LogLevel level; } kLevels[] = {
+      {"off", LogLevel::kOff},     {"none", LogLevel::kOff},   {"error", LogLevel::kError},
+      {"fatal", LogLevel::kError}, {"warn", LogLevel::kWarn},  {"warning", LogLevel::kWarn},
+      {"info", LogLevel::kInfo},   {"debug", LogLevel::kDebug}, {"trace", LogLevel::kTrace}};
+  for (const auto& entry : kLevels) {
+    if (strcasecmp(text, entry.word) == 0) return entry.level;
+  }
+  Fail(Code::kInvalidArgument, name, "='", text, "' is not one of off, error, warn, info, debug, trace");
+}
+
+}  // namespace
+
+const std::vector<ConfigVar>& ConfigTable() { return kTable; }
+
+Config ParseConfig(const EnvLookup& lookup) {
+  Config config;
+  const char* used = nullptr;
+  for (const ConfigVar& var : kTable) {
+    const char* value = Lookup(lookup, var, &used);
+    if (value == nullptr) continue;
+    const std::string name = var.name;
+    if (name == "STARLING_LOG_LEVEL") config.log_level = ParseLogLevel(used, value);
+    else if (name == "STARLING_STALL_WARNING_SECONDS") config.stall_warning_seconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_TIMEOUT_SECONDS") config.timeout_seconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_FUSION_THRESHOLD") config.fusion_threshold = ParseBytes(used, value, 0);
+    else if (name == "STARLING_NODES_PER_MACHINE") {
+      const double n = ParseNumber(used, value, 0);
+      STARLING_CHECK_ARG(n == std::floor(n) && n < 1e6, used, "='", value, "' is not a whole number of ranks");
+      config.nodes_per_machine = static_cast<int>(n);
+    } else if (name == "STARLING_TIMELINE") config.timeline_prefix = value;
+    else if (name == "STARLING_CHUNK_BYTES") {
+      config.chunk_bytes = ParseBytes(used, value, 4096);
+      STARLING_CHECK_ARG(config.chunk_bytes <= (size_t{1} << 30), used, "='", value, "' exceeds 1 GiB");
+    } else if (name == "STARLING_INLINE_BYTES") {
+      config.inline_bytes = ParseBytes(used, value, 0);
+      STARLING_CHECK_ARG(config.inline_bytes <= (size_t{1} << 24), used, "='", value, "' exceeds 16 MiB");
+    } else if (name == "STARLING_SPIN_MICROSECONDS") config.spin_microseconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_WINDOW_POLL_MICROSECONDS") config.window_poll_microseconds = ParseNumber(used, value, 1);
+  }
+  return config;
+}
+
+const Config& GlobalConfig() {
+  static std::once_flag once;
+  static Config config;
+  static std::optional<Error> error;
+  std::call_once(once, [] {
+    try {
+      config = ParseConfig([](const char* name) { return std::getenv(name); });
+      SetLogLevel(config.log_level);
+    } catch (const Error& e) {
+      error = e;
+    }
+  });
+  if (error) throw *error;
+  return config;
+}
+
+std::string DescribeConfig(const EnvLookup& lookup) {
+  std::string out;
+  for (const ConfigVar& var : kTable) {
+    const char* used = nullptr;
+    const char* value = Lookup(lookup, var, &used);
+    out += var.name;
+    out += "=";
+    out += value ? value : var.default_value;
+    if (value && used != var.name) out += Str(" (from ", used, ")");
+    out += Str("  [default: '", var.default_value, "'", var.alias ? Str(", alias ", var.alias) : "", "]  ",
+               var.doc, "\n");
+  }
+  return out;
+}
+
+}  // namespace starling

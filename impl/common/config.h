@@ -1,0 +1,51 @@
+// The STARLING_* environment variables: one table (name, BlueFog alias, default,
+// meaning), parsed once per process. Invalid values are reported by name when a
+// context is created; nothing is printed.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace starling {
+
+enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4, kTrace = 5 };
+
+struct Config {
+  LogLevel log_level = LogLevel::kOff;
+  double stall_warning_seconds = 60.0;  // 0: never warn
+  double timeout_seconds = 0.0;         // 0: wait forever
+  size_t fusion_threshold = 8u << 20;   // bytes; 0 disables fusion
+  int nodes_per_machine = 0;            // 0: detect machines by shared memory
+  std::string timeline_prefix;          // empty: no timeline
+  size_t chunk_bytes = 256u << 10;      // pipelining unit of large messages
+  size_t inline_bytes = 16u << 10;      // payloads up to this travel with their header
+  double spin_microseconds = 50.0;      // busy-wait before sleeping
+  double window_poll_microseconds = 200.0;  // longest sleep between window polls
+};
+
+struct ConfigVar {
+  const char* name;
+  const char* alias;  // BlueFog's name for the same setting, or nullptr
+  const char* default_value;
+  const char* doc;
+};
+
+const std::vector<ConfigVar>& ConfigTable();
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Parses every variable through `lookup` (getenv in production, a map in tests).
+// A STARLING_ name wins over its BLUEFOG_ alias. Throws Error(kInvalidArgument) that
+// names the variable and the accepted values.
+Config ParseConfig(const EnvLookup& lookup);
+
+// The process-wide configuration, parsed from the environment on first use. Throws
+// the parse error (every time) if the environment holds an invalid value.
+const Config& GlobalConfig();
+
+// The table with the values in effect: "NAME=value (default ...) meaning" per line.
+std::string DescribeConfig(const EnvLookup& lookup);
+
+}  // namespace starling

@@ -1,0 +1,114 @@
+#include "impl/common/tensor.h"
+
+#include <limits>
+
+#include "impl/common/error.h"
+
+namespace starling {
+namespace {
+constexpr int kMaxDims = 64;
+}
+
+size_t TensorView::row_bytes() const {
+  size_t n = DTypeSize(dtype);
+  for (size_t i = 1; i < shape.size(); ++i) n *= static_cast<size_t>(shape[i]);
+  return n;
+}
+
+std::string TensorView::Describe() const {
+  std::string s = Str(DTypeName(dtype), "[");
+  for (size_t i = 0; i < shape.size(); ++i) s += Str(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+std::string DescribeDevice(DLDevice device) {
+  const char* name = "unknown";
+  switch (device.device_type) {
+    case kDLCPU: name = "cpu"; break;
+    case kDLCUDA: name = "cuda"; break;
+    case kDLCUDAHost: name = "cuda_host"; break;
+    case kDLOpenCL: name = "opencl"; break;
+    case kDLVulkan: name = "vulkan"; break;
+    case kDLMetal: name = "metal"; break;
+    case kDLVPI: name = "vpi"; break;
+    case kDLROCM: name = "rocm"; break;
+    case kDLROCMHost: name = "rocm_host"; break;
+    case kDLCUDAManaged: name = "cuda_managed"; break;
+    default: break;
+  }
+  return Str(name, ":", device.device_id);
+}
+
+TensorView ViewOf(const DLTensor* tensor, const char* what) {
+  STARLING_CHECK_ARG(tensor != nullptr, what, " must not be NULL");
+  // Host memory only: pinned CUDA/ROCm host memory is ordinary CPU-addressable memory.
+  const DLDeviceType device = tensor->device.device_type;
+  STARLING_CHECK(device == kDLCPU || device == kDLCUDAHost || device == kDLROCMHost,
+                 Code::kUnsupported, what, " is on device ", DescribeDevice(tensor->device),
+                 "; this build moves CPU memory only (copy the tensor to the CPU first)");
+  const auto dtype = FromDLDataType(tensor->dtype);
+  if (!dtype) {
+    char buffer[48];
+    Fail(Code::kUnsupported, what, " has dtype ", DescribeDLDataType(tensor->dtype, buffer, sizeof buffer),
+         "; supported: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8");
+  }
+  STARLING_CHECK_ARG(tensor->ndim >= 0 && tensor->ndim <= kMaxDims, what, " has ndim ", tensor->ndim,
+                     " (must be between 0 and ", kMaxDims, ")");
+  STARLING_CHECK_ARG(tensor->ndim == 0 || tensor->shape != nullptr, what, " has ndim ", tensor->ndim,
+                     " but a NULL shape");
+
+  TensorView view;
+  view.dtype = *dtype;
+  view.shape.assign(tensor->shape, tensor->shape + tensor->ndim);
+  const size_t elem = DTypeSize(view.dtype);
+  size_t numel = 1;
+  for (int i = 0; i < tensor->ndim; ++i) {
+    const int64_t d = tensor->shape[i];
+    STARLING_CHECK_ARG(d >= 0, what, " has a negative dimension ", d, " at index ", i);
+    if (d != 0 && numel > std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(d))
+      Fail(Code::kInvalidArgument, what, " is too large: its byte size overflows");
+    numel *= static_cast<size_t>(d);
+  }
+  view.numel = numel;
+  view.bytes = numel * elem;
+
+  // Row-major contiguity; dimensions of extent 1 may carry any stride.
+  if (tensor->strides != nullptr && numel > 0) {
+    int64_t expected = 1;
+    for (int i = tensor->ndim - 1; i >= 0; --i) {
+      if (tensor->shape[i] != 1 && tensor->strides[i] != expected) {
+        Fail(Code::kInvalidArgument, what, " is not contiguous (stride ", tensor->strides[i],
+             " at dimension ", i, ", expected ", expected,
+             "); pass a contiguous copy (e.g. .contiguous() / np.ascontiguousarray)");
+      }
+      expected *= tensor->shape[i];
+    }
+  }
+
+  if (numel > 0) {
+    STARLING_CHECK_ARG(tensor->data != nullptr, what, " has NULL data but ", numel, " elements");
+    const uintptr_t address = reinterpret_cast<uintptr_t>(tensor->data) + tensor->byte_offset;
+    STARLING_CHECK_ARG(address % elem == 0, what, " is misaligned: address 0x", std::hex, address, std::dec,
+                       " is not a multiple of its element size ", elem);
+    view.data = reinterpret_cast<void*>(address);
+  } else {
+    view.data = tensor->data ? static_cast<char*>(tensor->data) + tensor->byte_offset : nullptr;
+  }
+  return view;
+}
+
+void CheckInOut(const TensorView& in, const TensorView& out, const char* in_name, const char* out_name) {
+  if (in.data == out.data || in.bytes == 0 || out.bytes == 0) return;
+  const auto a = reinterpret_cast<uintptr_t>(in.data);
+  const auto b = reinterpret_cast<uintptr_t>(out.data);
+  const bool disjoint = a + in.bytes <= b || b + out.bytes <= a;
+  STARLING_CHECK_ARG(disjoint, in_name, " and ", out_name,
+                     " partially overlap; pass the same tensor (in place) or separate memory");
+}
+
+void CheckSameLayout(const TensorView& a, const TensorView& b, const char* a_name, const char* b_name) {
+  STARLING_CHECK_ARG(a.dtype == b.dtype && a.shape == b.shape, a_name, " is ", a.Describe(), " but ", b_name,
+                     " is ", b.Describe(), "; they must have the same dtype and shape");
+}
+
+}  // namespace starling

@@ -1,0 +1,193 @@
+// allgather with first dimensions that may differ between ranks. Phase 1 (Bruck, in
+// ceil(log2 p) rounds): every rank learns every rank's first dimension and output size
+// and checks that everyone agrees; small blocks ride along with this metadata. Phase
+// 2 (ring, p - 1 steps): the remaining blocks stream straight into the output.
+#include <cstring>
+#include <vector>
+
+#include "impl/ops/agree.h"
+#include "impl/ops/collectives.h"
+#include "impl/ops/exchange.h"
+
+namespace starling::ops {
+namespace {
+
+struct BlockMeta {
+  int32_t rank;
+  int32_t has_data;
+  int64_t first_dim;
+  int64_t out_first_dim;
+};
+
+struct Block {
+  BlockMeta meta;
+  const char* data;  // valid when meta.has_data
+};
+
+// Trailing dimensions must agree between ranks: fold them into the signature.
+int32_t HashTrailingDims(const TensorView& t) {
+  uint32_t h = 2166136261u ^ static_cast<uint32_t>(t.ndim());
+  for (int i = 1; i < t.ndim(); ++i) {
+    h = (h ^ static_cast<uint32_t>(t.shape[i])) * 16777619u;
+    h = (h ^ static_cast<uint32_t>(static_cast<uint64_t>(t.shape[i]) >> 32)) * 16777619u;
+  }
+  return static_cast<int32_t>(h & 0x7fffffff);
+}
+
+class AllgatherOp : public runtime::Op {
+ public:
+  AllgatherOp(const TensorView& in, const TensorView* out, int64_t* first_dims, std::string name)
+      : in_(in), gather_(out != nullptr), first_dims_(first_dims), name_(std::move(name)) {
+    if (out) out_ = *out;
+  }
+
+  std::string Describe() const override {
+    return DescribeOp(gather_ ? "allgather" : "allgather_first_dims", name_, in_.Describe());
+  }
+
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = gather_ ? OpKind::kAllgather : OpKind::kAllgatherDims;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.count = static_cast<int64_t>(in_.row_bytes());
+    sig.root = HashTrailingDims(in_);
+    sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
+    const int p = context.size();
+    const int r = context.rank();
+
+    Exchange ex(context, transport::Channel::kCollective, Describe());
+    std::vector<Block> blocks = GatherMetadata(context, ex, sig);  // indexed by rank
+
+    int64_t total = 0;
+    for (const Block& b : blocks) total += b.meta.first_dim;
+    if (first_dims_ != nullptr) {
+      for (int q = 0; q < p; ++q) first_dims_[q] = blocks[q].meta.first_dim;
+    }
+    if (!gather_) return;
+    for (int q = 0; q < p; ++q) {
+      STARLING_CHECK(blocks[q].meta.out_first_dim == total, Code::kMismatch, "the output on rank ", q,
+                     " has first dimension ", blocks[q].meta.out_first_dim,
+                     " but the gathered first dimensions add up to ", total,
+                     " (use starling_allgather_first_dims to size it)");
+    }
+    const size_t row = in_.row_bytes();
+    std::vector<size_t> offset(p + 1, 0);
+    for (int q = 0; q < p; ++q) offset[q + 1] = offset[q] + static_cast<size_t>(blocks[q].meta.first_dim) * row;
+    char* out = static_cast<char*>(out_.data);
+    if (in_.bytes > 0 && out + offset[r] != in_.data) std::memcpy(out + offset[r], in_.data, in_.bytes);
+    for (int q = 0; q < p; ++q) {
+      if (q != r && blocks[q].meta.has_data && offset[q + 1] > offset[q])
+        std::memcpy(out + offset[q], blocks[q].data, offset[q + 1] - offset[q]);
+    }
+    // Ring for the blocks that did not travel with the metadata.
+    const int right = (r + 1) % p;
+    const int left = (r - 1 + p) % p;
+    auto streamed = [&](int q) { return !blocks[q].meta.has_data && offset[q + 1] > offset[q]; };
+    for (int s = 0; s < p - 1; ++s) {
+      const int send_block = (r - s + p) % p;
+      const int recv_block = (r - s - 1 + p) % p;
+      ex.Clear();
+      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], offset[send_block + 1] - offset[send_block]);
+      if (streamed(recv_block)) ex.RecvRaw(left, out + offset[recv_block], offset[recv_block + 1] - offset[recv_block]);
+      ex.Wait();
+    }
+  }
+
+ private:
+  // Bruck's allgather of (metadata, small data), in the dissemination direction shared
+  // by every classic collective: before round k rank r knows the blocks of r, r - 1,
+  // ..., r - 2^k + 1; it sends them to r + 2^k and receives those of r - 2^k, ...
+  std::vector<Block> GatherMetadata(runtime::Context& context, Exchange& ex, const Signature& sig) {
+    const int p = context.size();
+    const int r = context.rank();
+    Agreement agreement(r, sig);
+    std::vector<Block> window;
+    window.reserve(p);
+    BlockMeta own{r, 0, in_.first_dim(), gather_ ? out_.first_dim() : 0};
+    own.has_data = gather_ && in_.bytes <= ex.inline_bytes() ? 1 : 0;
+    window.push_back(Block{own, static_cast<const char*>(in_.data)});
+    for (int k = 0, d = 1; k < DisseminationRounds(p); ++k, d <<= 1) {
+      const size_t count = std::min<size_t>(std::min(d, p - d), window.size());
+      size_t bytes = count * sizeof(BlockMeta);
+      for (size_t i = 0; i < count; ++i)
+        if (window[i].meta.has_data) bytes += static_cast<size_t>(window[i].meta.first_dim) * in_.row_bytes();
+      runtime::ScratchPool::Buffer packed = context.scratch().Get(bytes);
+      char* cursor = packed.data() + count * sizeof(BlockMeta);
+      for (size_t i = 0; i < count; ++i) {
+        std::memcpy(packed.data() + i * sizeof(BlockMeta), &window[i].meta, sizeof(BlockMeta));
+        if (!window[i].meta.has_data) continue;
+        const size_t n = static_cast<size_t>(window[i].meta.first_dim) * in_.row_bytes();
+        if (n > 0) std::memcpy(cursor, window[i].data, n);
+        cursor += n;
+      }
+      Header header;
+      agreement.Stamp(&header);
+      header.payload_bytes = bytes;
+      ex.SendFrame((r + d) % p, header, packed.data());
+      const int frame = ex.RecvFrame((r - d + p) % p);
+      ex.Wait();  // frames stay alive (no Clear) so their payloads back the blocks
+      const Header& h = ex.header(frame);
+      if (agreement.Check(h)) Unpack(ex.payload(frame), h.payload_bytes, std::min(d, p - d), &window);
+    }
+    agreement.ThrowIfPoisoned();
+    std::vector<Block> by_rank(p);
+    for (int i = 0; i < p; ++i) {
+      const int q = (r - i + p) % p;  // window[i] holds rank r - i
+      STARLING_CHECK(i < static_cast<int>(window.size()) && window[i].meta.rank == q, Code::kMismatch,
+                     Describe(), ": inconsistent metadata from peers; ranks are out of step");
+      by_rank[q] = window[i];
+    }
+    return by_rank;
+  }
+
+  void Unpack(const char* payload, size_t bytes, int count, std::vector<Block>* window) const {
+    const size_t meta_bytes = static_cast<size_t>(count) * sizeof(BlockMeta);
+    STARLING_CHECK(bytes >= meta_bytes, Code::kMismatch, Describe(), ": truncated metadata from a peer");
+    const char* cursor = payload + meta_bytes;
+    for (int i = 0; i < count; ++i) {
+      Block b;
+      std::memcpy(&b.meta, payload + i * sizeof(BlockMeta), sizeof(BlockMeta));
+      STARLING_CHECK(b.meta.first_dim >= 0, Code::kMismatch, Describe(), ": malformed metadata from a peer");
+      b.data = cursor;
+      if (b.meta.has_data) cursor += static_cast<size_t>(b.meta.first_dim) * in_.row_bytes();
+      STARLING_CHECK(cursor <= payload + bytes, Code::kMismatch, Describe(), ": truncated data from a peer");
+      window->push_back(b);
+    }
+  }
+
+  TensorView in_;
+  TensorView out_;
+  bool gather_;
+  int64_t* first_dims_;
+  std::string name_;
+};
+
+void CheckGatherInput(const TensorView& in) {
+  STARLING_CHECK_ARG(in.ndim() >= 1, "allgather needs a tensor with at least one dimension, got ", in.Describe(),
+                     " (reshape a scalar to [1])");
+}
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakeAllgather(const runtime::Context& context, const TensorView& in,
+                                           const TensorView& out, int64_t* first_dims, std::string name) {
+  CheckGatherInput(in);
+  bool trailing_equal = in.ndim() == out.ndim();
+  for (int i = 1; trailing_equal && i < in.ndim(); ++i) trailing_equal = in.shape[i] == out.shape[i];
+  STARLING_CHECK_ARG(in.dtype == out.dtype && trailing_equal, "allgather: out is ", out.Describe(), " but in is ",
+                     in.Describe(), "; out must have in's dtype and all dimensions but the first");
+  const bool same = in.data == out.data && in.bytes > 0;
+  STARLING_CHECK_ARG(!same || context.size() == 1, "allgather cannot run in place: pass a separate out tensor");
+  if (!same) CheckInOut(in, out, "in", "out");
+  return std::make_unique<AllgatherOp>(in, &out, first_dims, std::move(name));
+}
+
+std::unique_ptr<runtime::Op> MakeAllgatherFirstDims(const runtime::Context&, const TensorView& in,
+                                                    int64_t* first_dims, std::string name) {
+  CheckGatherInput(in);
+  STARLING_CHECK_ARG(first_dims != nullptr, "first_dims must not be NULL");
+  return std::make_unique<AllgatherOp>(in, nullptr, first_dims, std::move(name));
+}
+
+}  // namespace starling::ops

@@ -1,0 +1,23 @@
+// barrier: a header-only dissemination round (ceil(log2 p) message rounds).
+#include "impl/ops/agree.h"
+#include "impl/ops/collectives.h"
+
+namespace starling::ops {
+namespace {
+
+class BarrierOp : public runtime::Op {
+ public:
+  std::string Describe() const override { return "barrier"; }
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = OpKind::kBarrier;
+    if (context.size() > 1) Agree(context, sig, Describe());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakeBarrier(const runtime::Context&) { return std::make_unique<BarrierOp>(); }
+
+}  // namespace starling::ops

@@ -1,0 +1,30 @@
+// The classic collectives as engine operations. Each Make* validates its arguments on
+// the caller's thread (throwing Error) and returns an Op to submit or execute.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "impl/common/dtype.h"
+#include "impl/common/tensor.h"
+#include "impl/runtime/context.h"
+#include "impl/runtime/op.h"
+
+namespace starling::ops {
+
+std::unique_ptr<runtime::Op> MakeAllreduce(const runtime::Context& context, const TensorView& in,
+                                           const TensorView& out, ReduceOp op, std::string name);
+std::unique_ptr<runtime::Op> MakeBroadcast(const runtime::Context& context, const TensorView& in,
+                                           const TensorView& out, int root, std::string name);
+// first_dims: NULL or room for size() entries, written when the op runs.
+std::unique_ptr<runtime::Op> MakeAllgather(const runtime::Context& context, const TensorView& in,
+                                           const TensorView& out, int64_t* first_dims, std::string name);
+std::unique_ptr<runtime::Op> MakeAllgatherFirstDims(const runtime::Context& context, const TensorView& in,
+                                                    int64_t* first_dims, std::string name);
+std::unique_ptr<runtime::Op> MakeBarrier(const runtime::Context& context);
+
+// "allreduce 'name' (...)": shared formatting of op descriptions.
+std::string DescribeOp(const char* kind, const std::string& name, const std::string& details);
+
+}  // namespace starling::ops

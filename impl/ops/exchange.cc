@@ -1,0 +1,307 @@
+#include "impl/ops/exchange.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <set>
+
+#include "impl/common/logging.h"
+
+namespace starling::ops {
+namespace {
+using Clock = std::chrono::steady_clock;
+using transport::Completion;
+using transport::Ticket;
+
+constexpr size_t kMaxOutstandingChunks = 16;  // per stream: bounds MPI requests in flight
+constexpr size_t kStreamSlots = 4;            // scratch slots of a RecvStream
+constexpr uint64_t kMaxFramePayload = uint64_t{1} << 40;
+constexpr int kSpinsBeforeYield = 128;
+}  // namespace
+
+struct Exchange::Send {
+  int peer;
+  Ticket ticket;
+  runtime::ScratchPool::Buffer buffer;  // packed header + inline payload
+};
+
+struct Exchange::Stream {
+  bool is_send = false;
+  int peer = -1;
+  const char* src = nullptr;
+  char* dst = nullptr;  // nullptr: rotating slots
+  size_t bytes = 0;
+  size_t chunk = 0;
+  size_t num_chunks = 0;
+  size_t posted = 0;
+  size_t delivered = 0;
+  std::deque<Ticket> tickets;  // outstanding, chunk `delivered + i` at index i
+  std::vector<runtime::ScratchPool::Buffer> slots;
+  ChunkFn on_chunk;
+  bool done = false;
+};
+
+struct Exchange::Frame {
+  int peer = -1;
+  Ticket ticket;
+  runtime::ScratchPool::Buffer buffer;   // header + inline payload
+  runtime::ScratchPool::Buffer payload;  // a larger payload's follow-up messages
+  Header header;
+  const char* data = nullptr;
+  Stream* payload_stream = nullptr;
+  bool header_done = false;
+  bool done = false;
+};
+
+Exchange::Exchange(runtime::Context& context, transport::Channel channel, std::string what)
+    : context_(context),
+      transport_(context.transport()),
+      channel_(channel),
+      what_(std::move(what)),
+      chunk_(context.config().chunk_bytes),
+      inline_(std::min(context.config().inline_bytes, kMaxInlineBytes)) {}
+
+Exchange::~Exchange() {
+  if (active_ > 0) Abandon();
+}
+
+void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
+  const size_t bytes = header.payload_bytes;
+  const bool inlined = bytes <= inline_;
+  auto send = std::make_unique<Send>();
+  send->peer = peer;
+  send->buffer = context_.scratch().Get(sizeof(Header) + (inlined ? bytes : 0));
+  Header h = header;
+  h.chunk = static_cast<uint32_t>(chunk_);
+  if (inlined) h.flags |= kFlagPayloadInline;
+  std::memcpy(send->buffer.data(), &h, sizeof h);
+  if (inlined && bytes > 0) std::memcpy(send->buffer.data() + sizeof h, payload, bytes);
+  send->ticket = transport_.Isend(channel_, peer, send->buffer.data(), sizeof h + (inlined ? bytes : 0));
+  sends_.push_back(std::move(send));
+  ++active_;
+  if (!inlined && bytes > 0) SendRaw(peer, payload, bytes);
+}
+
+int Exchange::RecvFrame(int peer) {
+  auto frame = std::make_unique<Frame>();
+  frame->peer = peer;
+  frame->buffer = context_.scratch().Get(sizeof(Header) + kMaxInlineBytes);
+  frame->ticket = transport_.Irecv(channel_, peer, frame->buffer.data(), sizeof(Header) + kMaxInlineBytes);
+  frames_.push_back(std::move(frame));
+  ++active_;
+  return static_cast<int>(frames_.size()) - 1;
+}
+
+const Header& Exchange::header(int frame) const { return frames_.at(static_cast<size_t>(frame))->header; }
+const char* Exchange::payload(int frame) const { return frames_.at(static_cast<size_t>(frame))->data; }
+
+Exchange::Stream& Exchange::AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes,
+                                      size_t chunk, ChunkFn on_chunk) {
+  auto stream = std::make_unique<Stream>();
+  stream->is_send = is_send;
+  stream->peer = peer;
+  stream->src = src;
+  stream->dst = dst;
+  stream->bytes = bytes;
+  stream->chunk = chunk;
+  stream->num_chunks = (bytes + chunk - 1) / chunk;
+  stream->on_chunk = std::move(on_chunk);
+  streams_.push_back(std::move(stream));
+  Stream& s = *streams_.back();
+  if (s.num_chunks == 0) {
+    s.done = true;
+    return s;
+  }
+  ++active_;
+  if (!is_send && dst == nullptr) {
+    for (size_t i = 0; i < std::min(kStreamSlots, s.num_chunks); ++i) s.slots.push_back(context_.scratch().Get(chunk));
+  }
+  PostChunks(s);
+  return s;
+}
+
+void Exchange::SendRaw(int peer, const void* data, size_t bytes) {
+  AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk_, nullptr);
+}
+
+void Exchange::RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk) {
+  AddStream(false, peer, nullptr, static_cast<char*>(dst), bytes, chunk_, std::move(on_chunk));
+}
+
+void Exchange::RecvStream(int peer, size_t bytes, ChunkFn on_chunk) {
+  AddStream(false, peer, nullptr, nullptr, bytes, chunk_, std::move(on_chunk));
+}
+
+void Exchange::PostChunks(Stream& s) {
+  const size_t limit = s.dst == nullptr && !s.is_send ? s.slots.size() : kMaxOutstandingChunks;
+  while (s.posted < s.num_chunks && s.posted - s.delivered < limit) {
+    const size_t offset = s.posted * s.chunk;
+    const size_t length = std::min(s.chunk, s.bytes - offset);
+    if (s.is_send) {
+      s.tickets.push_back(transport_.Isend(channel_, s.peer, s.src + offset, length));
+    } else {
+      char* target = s.dst ? s.dst + offset : s.slots[s.posted % s.slots.size()].data();
+      s.tickets.push_back(transport_.Irecv(channel_, s.peer, target, length));
+    }
+    ++s.posted;
+  }
+}
+
+bool Exchange::ProgressStream(Stream& s) {
+  bool progressed = false;
+  while (!s.tickets.empty()) {
+    Completion completion;
+    if (!transport_.Test(s.tickets.front(), &completion)) break;
+    s.tickets.pop_front();
+    const size_t offset = s.delivered * s.chunk;
+    const size_t length = std::min(s.chunk, s.bytes - offset);
+    if (!s.is_send) {
+      STARLING_CHECK(completion.bytes == length, Code::kMismatch, what_, ": rank ", s.peer, " sent ",
+                     completion.bytes, " bytes where ", length, " were expected; ranks are out of step");
+      if (s.on_chunk) {
+        const char* data = s.dst ? s.dst + offset : s.slots[s.delivered % s.slots.size()].data();
+        s.on_chunk(data, offset, length);
+      }
+    }
+    ++s.delivered;
+    progressed = true;
+    PostChunks(s);
+  }
+  if (s.delivered == s.num_chunks) {
+    s.done = true;
+    --active_;
+  }
+  return progressed;
+}
+
+bool Exchange::ProgressFrame(Frame& f) {
+  if (f.header_done) {
+    if (f.payload_stream != nullptr && f.payload_stream->done) {
+      f.done = true;
+      --active_;
+      return true;
+    }
+    return false;
+  }
+  Completion completion;
+  if (!transport_.Test(f.ticket, &completion)) return false;
+  f.header_done = true;
+  STARLING_CHECK(completion.bytes >= sizeof(Header), Code::kMismatch, what_, ": rank ", f.peer, " sent a ",
+                 completion.bytes, "-byte message where a header was expected; ranks are out of step");
+  std::memcpy(&f.header, f.buffer.data(), sizeof(Header));
+  const Header& h = f.header;
+  STARLING_CHECK(h.magic == kHeaderMagic, Code::kMismatch, what_, ": rank ", f.peer,
+                 " sent a message that is not a Starling header; ranks are out of step");
+  if (h.flags & kFlagPayloadInline) {
+    STARLING_CHECK(completion.bytes == sizeof(Header) + h.payload_bytes, Code::kMismatch, what_,
+                   ": malformed message from rank ", f.peer);
+    f.data = f.buffer.data() + sizeof(Header);
+    f.done = true;
+    --active_;
+    return true;
+  }
+  STARLING_CHECK(h.payload_bytes <= kMaxFramePayload && h.chunk >= 1, Code::kMismatch, what_,
+                 ": malformed message from rank ", f.peer);
+  f.payload = context_.scratch().Get(h.payload_bytes);
+  f.data = f.payload.data();
+  f.payload_stream = &AddStream(false, f.peer, nullptr, f.payload.data(), h.payload_bytes, h.chunk, nullptr);
+  return true;
+}
+
+bool Exchange::Progress() {
+  bool progressed = false;
+  for (auto& send : sends_) {
+    if (send->ticket.active && transport_.Test(send->ticket, nullptr)) {
+      --active_;
+      progressed = true;
+    }
+  }
+  for (auto& frame : frames_) {
+    if (!frame->done) progressed |= ProgressFrame(*frame);
+  }
+  // Index loop: completing a frame header may append its payload stream.
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (!streams_[i]->done) progressed |= ProgressStream(*streams_[i]);
+  }
+  return progressed;
+}
+
+void Exchange::Wait() {
+  const Config& config = context_.config();
+  const auto start = Clock::now();
+  double next_warning = config.stall_warning_seconds;
+  int idle = 0;
+  while (active_ > 0) {
+    if (Progress()) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if ((idle & 63) == 0) {
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (next_warning > 0 && waited >= next_warning) {
+        STARLING_LOG_WARN(what_, " has waited ", static_cast<int>(waited), " s for ", PendingPeers(),
+                          " (a rank may have skipped this call or be stuck before it)");
+        next_warning += config.stall_warning_seconds;
+      }
+      if (config.timeout_seconds > 0 && waited >= config.timeout_seconds) {
+        const std::string pending = PendingPeers();
+        Abandon();
+        Fail(Code::kTimeout, "timed out after ", config.timeout_seconds, " s waiting for ", pending,
+             " (STARLING_TIMEOUT_SECONDS)");
+      }
+    }
+    // On an oversubscribed machine the peer we wait for may need this core.
+    if (idle > kSpinsBeforeYield) sched_yield();
+  }
+}
+
+void Exchange::Clear() {
+  STARLING_CHECK(active_ == 0, Code::kInternal, "Exchange::Clear with operations in flight");
+  frames_.clear();
+  streams_.clear();
+  sends_.clear();
+}
+
+std::string Exchange::PendingPeers() const {
+  std::set<int> receiving, sending;
+  for (const auto& f : frames_)
+    if (!f->done) receiving.insert(f->peer);
+  for (const auto& s : streams_)
+    if (!s->done) (s->is_send ? sending : receiving).insert(s->peer);
+  for (const auto& s : sends_)
+    if (s->ticket.active) sending.insert(s->peer);
+  std::string text;
+  auto list = [](const std::set<int>& ranks) {
+    std::string out;
+    for (int r : ranks) out += Str(out.empty() ? "" : ", ", r);
+    return out;
+  };
+  if (!receiving.empty()) text += Str("rank(s) ", list(receiving), " (not heard from)");
+  if (!sending.empty()) text += Str(text.empty() ? "" : " and ", "rank(s) ", list(sending), " (not receiving)");
+  return text.empty() ? "nothing" : text;
+}
+
+void Exchange::Abandon() {
+  // Receives are withdrawn. Sends cannot be: their packed buffers are leaked on purpose
+  // so MPI never reads freed memory. This only happens after a timeout, when the
+  // context is marked unusable anyway.
+  for (auto& f : frames_) {
+    if (f->ticket.active) transport_.CancelRecv(f->ticket);
+  }
+  for (auto& s : streams_) {
+    if (s->is_send) continue;
+    for (auto& t : s->tickets) {
+      if (t.active) transport_.CancelRecv(t);
+    }
+  }
+  for (auto& send : sends_) {
+    if (send->ticket.active) new runtime::ScratchPool::Buffer(std::move(send->buffer));
+  }
+  active_ = 0;
+}
+
+}  // namespace starling::ops

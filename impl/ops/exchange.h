@@ -1,0 +1,83 @@
+// One step of an operation's message traffic with its peers, and the wait loop that
+// drives it. Operations post frames (header + payload) and raw chunked streams, then
+// call Wait(), which polls the transport, delivers chunks in order to callbacks (so a
+// reduction overlaps the arrival of the next chunk), warns about stalled peers and
+// enforces the timeout.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/ops/wire.h"
+#include "impl/runtime/context.h"
+#include "impl/transport/transport.h"
+
+namespace starling::ops {
+
+// Largest payload that travels inside its header's message; receives of frames are
+// posted with room for it. STARLING_INLINE_BYTES is clamped to this.
+constexpr size_t kMaxInlineBytes = 64 << 10;
+
+// Called for each chunk of a stream once it has arrived, in order.
+using ChunkFn = std::function<void(const char* data, size_t offset, size_t length)>;
+
+class Exchange {
+ public:
+  Exchange(runtime::Context& context, transport::Channel channel, std::string what);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // --- frames: a header and a payload of header.payload_bytes (any size) ---
+  void SendFrame(int peer, const Header& header, const void* payload);
+  // Posts the receive of one frame from `peer`; returns its id for header()/payload().
+  int RecvFrame(int peer);
+  const Header& header(int frame) const;
+  // The frame's payload (header().payload_bytes bytes), valid until Clear().
+  const char* payload(int frame) const;
+
+  // --- raw streams whose size both sides already agreed on ---
+  void SendRaw(int peer, const void* data, size_t bytes);
+  // Receives straight into dst; on_chunk (optional) runs as each chunk lands.
+  void RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk = nullptr);
+  // Receives through a few rotating scratch slots: on_chunk must consume each chunk.
+  void RecvStream(int peer, size_t bytes, ChunkFn on_chunk);
+
+  // Blocks until everything posted has completed. Throws Error(kTimeout) after
+  // STARLING_TIMEOUT_SECONDS, Error(kMismatch) on a malformed or oversized message.
+  void Wait();
+  // Forgets completed frames and streams so the object can serve the next round.
+  void Clear();
+
+  size_t chunk_bytes() const { return chunk_; }
+  size_t inline_bytes() const { return inline_; }
+
+ private:
+  struct Stream;
+  struct Frame;
+  struct Send;
+
+  bool Progress();
+  bool ProgressFrame(Frame& frame);
+  bool ProgressStream(Stream& stream);
+  void PostChunks(Stream& stream);
+  Stream& AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes, size_t chunk,
+                    ChunkFn on_chunk);
+  std::string PendingPeers() const;
+  void Abandon();
+
+  runtime::Context& context_;
+  transport::Transport& transport_;
+  transport::Channel channel_;
+  std::string what_;
+  size_t chunk_;
+  size_t inline_;
+  std::vector<std::unique_ptr<Frame>> frames_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<Send>> sends_;
+  int active_ = 0;
+};
+
+}  // namespace starling::ops

@@ -1,0 +1,77 @@
+#include "impl/runtime/context.h"
+
+#include "impl/common/logging.h"
+
+namespace starling::runtime {
+
+std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
+  std::shared_ptr<Context> context(new Context());
+  context->config_ = GlobalConfig();
+  STARLING_CHECK_ARG(options.nodes_per_machine >= 0, "nodes_per_machine must be >= 0, got ",
+                     options.nodes_per_machine);
+  transport::MpiLifetime::Acquire(!options.use_host_comm);
+  context->holds_mpi_ = true;
+  try {
+    MPI_Comm base = MPI_COMM_WORLD;
+    if (options.use_host_comm) {
+      STARLING_CHECK_ARG(options.host_comm >= INT32_MIN && options.host_comm <= INT32_MAX,
+                         "host_comm ", options.host_comm, " is not a Fortran communicator handle");
+      base = MPI_Comm_f2c(static_cast<MPI_Fint>(options.host_comm));
+      STARLING_CHECK_ARG(base != MPI_COMM_NULL, "host_comm ", options.host_comm,
+                         " does not name a communicator (pass MPI_Comm_c2f(comm) or mpi4py's comm.py2f())");
+    }
+    context->transport_ = std::make_unique<transport::MpiTransport>(base);
+    context->rank_ = context->transport_->rank();
+    context->size_ = context->transport_->size();
+    const int nodes = options.nodes_per_machine > 0 ? options.nodes_per_machine : context->config_.nodes_per_machine;
+    context->layout_ = context->transport_->ComputeLayout(nodes);
+    SetLogRank(context->rank_);
+    context->engine_ = std::make_unique<Engine>(*context);
+    context->engine_->Start();
+  } catch (...) {
+    context->transport_.reset();
+    context->holds_mpi_ = false;
+    transport::MpiLifetime::Release();
+    throw;
+  }
+  STARLING_LOG_DEBUG("context created: rank ", context->rank_, " of ", context->size_, ", machine ",
+                     context->layout_.machine_rank, " of ", context->layout_.machine_size, ", local rank ",
+                     context->layout_.local_rank, " of ", context->layout_.local_size);
+  return context;
+}
+
+Context::~Context() {
+  try {
+    Destroy();
+  } catch (...) {
+    // Destructors never throw; Destroy reports its errors when called explicitly.
+  }
+}
+
+void Context::Destroy() {
+  std::lock_guard<std::mutex> lock(destroy_mutex_);
+  if (destroyed_) return;
+  destroyed_ = true;
+  if (engine_) engine_->Stop();
+  transport_.reset();
+  if (holds_mpi_) {
+    holds_mpi_ = false;
+    transport::MpiLifetime::Release();
+  }
+}
+
+void Context::MarkBroken(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (broken_.load()) return;
+  broken_reason_ = reason;
+  broken_.store(true);
+}
+
+void Context::CheckUsable() const {
+  if (!broken_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  Fail(Code::kTransport, "the context is unusable after an earlier failure (", broken_reason_,
+       "); destroy it");
+}
+
+}  // namespace starling::runtime

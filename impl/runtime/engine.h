@@ -1,0 +1,73 @@
+// The progress engine of one context: an ordered queue of operations and an
+// execution lock. Operations run one at a time, in submission order, on whichever
+// thread holds the lock:
+//  - the context's progress thread, which sleeps while there is nothing to do and
+//    runs nonblocking work in the background;
+//  - a caller making a blocking call or waiting on a request while the progress
+//    thread is not executing: it runs the queue itself instead of paying two thread
+//    wake-ups (about 50 us on these machines, against 1-3 us for a small MPI message).
+// Either way each operation runs exactly once, in order, with the same code.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "impl/runtime/op.h"
+
+namespace starling::runtime {
+
+class Context;
+
+class Engine {
+ public:
+  explicit Engine(Context& context);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void Start();
+  // Drains the queue (every submitted operation runs) and joins the progress thread.
+  // Later submissions fail with Code::kShutdown.
+  void Stop();
+
+  // Queues `op` and returns its request. Throws Error(kShutdown) after Stop().
+  std::shared_ptr<Request> Submit(std::unique_ptr<Op> op);
+  // Runs `op` and returns its finished request: on this thread when nothing else is
+  // executing (after any queued operations, to keep the order), else via the queue.
+  std::shared_ptr<Request> Execute(std::unique_ptr<Op> op);
+  // Blocks until `request` is done, running queued operations while nobody else does.
+  void Wait(Request& request);
+
+  // Background polling (windows): while on, the idle progress thread calls `poll`
+  // under the execution lock at least every `interval_seconds`.
+  void SetBackgroundPoll(std::function<void()> poll, double interval_seconds);
+
+ private:
+  void ThreadMain();
+  // Runs queued operations until the queue is empty or `until` is done. Execution
+  // lock held.
+  void RunQueued(const Request* until);
+  void RunOne(Op& op);
+  void WakeThreadIfWorkLeft();
+
+  Context& context_;
+  std::mutex exec_mutex_;  // held while an operation (or a background poll) runs
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::unique_ptr<Op>> queue_;  // guarded by queue_mutex_
+  std::atomic<size_t> queued_{0};          // queue_.size(), readable without the lock
+  bool stopping_ = false;                  // guarded by queue_mutex_
+  bool thread_sleeping_ = false;           // guarded by queue_mutex_
+  std::function<void()> poll_;             // guarded by queue_mutex_
+  double poll_interval_ = 0;               // guarded by queue_mutex_
+  double spin_seconds_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace starling::runtime

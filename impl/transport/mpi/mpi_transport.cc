@@ -1,0 +1,198 @@
+#include "impl/transport/mpi/mpi_transport.h"
+
+#include <climits>
+#include <mutex>
+#include <vector>
+
+#include "impl/common/error.h"
+
+namespace starling::transport {
+namespace {
+
+static_assert(sizeof(MPI_Request) <= sizeof(Ticket::storage), "MPI_Request must fit in a Ticket");
+
+std::mutex g_lifetime_mutex;
+int g_users = 0;
+bool g_we_initialized = false;
+
+MPI_Request& RequestOf(Ticket& ticket) { return *reinterpret_cast<MPI_Request*>(ticket.storage); }
+
+void CheckMpi(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw Error(Code::kTransport, MpiErrorText(call, code));
+}
+
+int TagOf(Channel channel) { return 100 + static_cast<int>(channel); }
+
+int CountOf(size_t bytes) {
+  STARLING_CHECK(bytes <= static_cast<size_t>(INT_MAX), Code::kInternal, "message of ", bytes,
+                 " bytes exceeds the MPI count limit (messages are chunked, this is a bug)");
+  return static_cast<int>(bytes);
+}
+
+}  // namespace
+
+std::string MpiErrorText(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return Str(call, " failed with MPI error ", code);
+  return Str(call, " failed: ", text);
+}
+
+void MpiLifetime::Acquire(bool may_initialize) {
+  std::lock_guard<std::mutex> lock(g_lifetime_mutex);
+  int finalized = 0, initialized = 0;
+  MPI_Finalized(&finalized);
+  STARLING_CHECK(!finalized, Code::kInvalidUsage,
+                 "MPI has already been finalized in this process (MPI cannot be initialized twice; "
+                 "keep one Starling context alive for the whole program)");
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    STARLING_CHECK(may_initialize, Code::kInvalidUsage,
+                   "use_host_comm is set but MPI is not initialized; initialize MPI first "
+                   "(MPI_Init_thread with MPI_THREAD_MULTIPLE)");
+    int provided = 0;
+    CheckMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    g_we_initialized = true;
+    if (provided < MPI_THREAD_MULTIPLE) {
+      MPI_Finalize();
+      Fail(Code::kUnsupported, "this MPI library provides thread level ", provided,
+           " but Starling needs MPI_THREAD_MULTIPLE (3)");
+    }
+  } else {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    STARLING_CHECK(provided >= MPI_THREAD_MULTIPLE, Code::kUnsupported,
+                   "MPI was initialized with thread level ", provided,
+                   " but Starling needs MPI_THREAD_MULTIPLE (3): initialize with "
+                   "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) (mpi4py does by default)");
+  }
+  ++g_users;
+}
+
+void MpiLifetime::Release() {
+  std::lock_guard<std::mutex> lock(g_lifetime_mutex);
+  if (--g_users == 0 && g_we_initialized) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+    g_we_initialized = false;
+  }
+}
+
+MpiTransport::MpiTransport(MPI_Comm base) {
+  CheckMpi(MPI_Comm_dup(base, &collective_comm_), "MPI_Comm_dup");
+  CheckMpi(MPI_Comm_dup(base, &window_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(collective_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(window_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(collective_comm_, &rank_);
+  MPI_Comm_size(collective_comm_, &size_);
+}
+
+MpiTransport::~MpiTransport() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (window_comm_ != MPI_COMM_NULL) MPI_Comm_free(&window_comm_);
+  if (collective_comm_ != MPI_COMM_NULL) MPI_Comm_free(&collective_comm_);
+}
+
+MPI_Comm MpiTransport::comm_for(Channel channel) const {
+  switch (channel) {
+    case Channel::kCollective:
+    case Channel::kPeer:
+      return collective_comm_;
+    default:
+      return window_comm_;
+  }
+}
+
+Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t bytes) {
+  Ticket ticket;
+  CheckMpi(MPI_Isend(data, CountOf(bytes), MPI_BYTE, peer, TagOf(channel), comm_for(channel),
+                     &RequestOf(ticket)),
+           "MPI_Isend");
+  ticket.active = true;
+  return ticket;
+}
+
+Ticket MpiTransport::Irecv(Channel channel, int peer, void* data, size_t capacity) {
+  Ticket ticket;
+  const int source = peer == kAnySource ? MPI_ANY_SOURCE : peer;
+  CheckMpi(MPI_Irecv(data, CountOf(capacity), MPI_BYTE, source, TagOf(channel), comm_for(channel),
+                     &RequestOf(ticket)),
+           "MPI_Irecv");
+  ticket.active = true;
+  return ticket;
+}
+
+bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
+  if (!ticket.active) return true;
+  int done = 0;
+  MPI_Status status;
+  const int code = MPI_Test(&RequestOf(ticket), &done, &status);
+  if (code != MPI_SUCCESS || (done && status.MPI_ERROR != MPI_SUCCESS && status.MPI_ERROR != MPI_ERR_PENDING)) {
+    ticket.active = false;
+    const int error = code != MPI_SUCCESS ? code : status.MPI_ERROR;
+    int error_class = 0;
+    MPI_Error_class(error, &error_class);
+    if (error_class == MPI_ERR_TRUNCATE)
+      Fail(Code::kMismatch, "a message from rank ", status.MPI_SOURCE, " was larger than expected");
+    throw Error(Code::kTransport, MpiErrorText("MPI_Test", error));
+  }
+  if (!done) return false;
+  ticket.active = false;
+  if (completion != nullptr) {
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    completion->bytes = static_cast<size_t>(count);
+    completion->source = status.MPI_SOURCE;
+  }
+  return true;
+}
+
+bool MpiTransport::CancelRecv(Ticket& ticket) {
+  if (!ticket.active) return false;
+  MPI_Cancel(&RequestOf(ticket));
+  MPI_Status status;
+  MPI_Wait(&RequestOf(ticket), &status);
+  ticket.active = false;
+  int cancelled = 0;
+  MPI_Test_cancelled(&status, &cancelled);
+  return cancelled != 0;
+}
+
+Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
+  Layout layout;
+  MPI_Comm local = MPI_COMM_NULL;
+  if (nodes_per_machine > 0) {
+    CheckMpi(MPI_Comm_split(collective_comm_, rank_ / nodes_per_machine, rank_, &local), "MPI_Comm_split");
+  } else {
+    CheckMpi(MPI_Comm_split_type(collective_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+             "MPI_Comm_split_type");
+  }
+  MPI_Comm_rank(local, &layout.local_rank);
+  MPI_Comm_size(local, &layout.local_size);
+  // A machine is named by its lowest rank; gather every rank's (machine leader, local
+  // rank, local size) to number machines and to check homogeneity identically everywhere.
+  int leader = rank_;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
+  MPI_Comm_free(&local);
+  int mine[3] = {leader, layout.local_rank, layout.local_size};
+  std::vector<int> all(3 * static_cast<size_t>(size_));
+  CheckMpi(MPI_Allgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, collective_comm_), "MPI_Allgather");
+  std::vector<int> leaders;
+  for (int r = 0; r < size_; ++r) {
+    const int l = all[3 * r];
+    if (l == r) leaders.push_back(r);
+    if (l == leader && r == leader) layout.machine_rank = static_cast<int>(leaders.size()) - 1;
+  }
+  layout.machine_size = static_cast<int>(leaders.size());
+  for (int r = 0; r < size_; ++r) {
+    const int local_size = all[3 * r + 2];
+    if (local_size != layout.local_size || r % local_size != all[3 * r + 1] || all[3 * r] != r - r % local_size)
+      layout.homogeneous = false;
+  }
+  return layout;
+}
+
+}  // namespace starling::transport

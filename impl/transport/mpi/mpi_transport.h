@@ -1,0 +1,63 @@
+// Open MPI implementation of the transport, plus the process-level MPI lifetime and
+// the machine layout (which ranks share a host).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "impl/transport/transport.h"
+
+namespace starling::transport {
+
+// Counts the contexts that rely on MPI being initialized. Acquire initializes MPI with
+// MPI_THREAD_MULTIPLE if nobody has; the last Release finalizes it if Starling
+// initialized it. Throws Error on a thread level below MULTIPLE or a finalized MPI.
+class MpiLifetime {
+ public:
+  static void Acquire(bool may_initialize);
+  static void Release();
+};
+
+// Which ranks form a machine: consecutive groups of `nodes_per_machine` ranks when it
+// is > 0, else the ranks that share memory (MPI_COMM_TYPE_SHARED).
+struct Layout {
+  int local_rank = 0;
+  int local_size = 1;
+  int machine_rank = 0;
+  int machine_size = 1;
+  bool homogeneous = true;
+};
+
+class MpiTransport final : public Transport {
+ public:
+  // Duplicates `base` (collective over it) for collective and window traffic, both
+  // with MPI_ERRORS_RETURN so failures come back as errors, never aborts.
+  explicit MpiTransport(MPI_Comm base);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Ticket Isend(Channel channel, int peer, const void* data, size_t bytes) override;
+  Ticket Irecv(Channel channel, int peer, void* data, size_t capacity) override;
+  bool Test(Ticket& ticket, Completion* completion) override;
+  bool CancelRecv(Ticket& ticket) override;
+
+  // Collective: computes the machine layout (blocking MPI calls; used at creation).
+  Layout ComputeLayout(int nodes_per_machine);
+
+ private:
+  MPI_Comm comm_for(Channel channel) const;
+
+  MPI_Comm collective_comm_ = MPI_COMM_NULL;
+  MPI_Comm window_comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// "MPI_Isend failed: <MPI's error string>".
+std::string MpiErrorText(const char* call, int code);
+
+}  // namespace starling::transport

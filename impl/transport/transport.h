@@ -1,0 +1,52 @@
+// The message layer the operations are written against: nonblocking point-to-point
+// messages on a few channels, tested for completion by polling. MPI implements it
+// (transport/mpi); the interface keeps MPI's headers out of the rest of the core.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace starling::transport {
+
+// Independent message streams. Messages on one channel between two ranks arrive in
+// the order they were sent; channels never see each other's messages.
+enum class Channel : int {
+  kCollective = 0,     // operations every rank takes part in, in order
+  kPeer = 1,           // pair_gossip between two ranks
+  kWindowRequest = 2,  // one-sided window requests (received from any source)
+  kWindowData = 3,     // payloads that follow a window request
+  kWindowReply = 4,    // acknowledgements and get replies
+};
+constexpr int kNumChannels = 5;
+constexpr int kAnySource = -1;
+
+// A posted send or receive. Opaque storage for the transport's own request handle.
+struct Ticket {
+  alignas(8) unsigned char storage[8] = {};
+  bool active = false;
+};
+
+struct Completion {
+  size_t bytes = 0;  // bytes received (receives only)
+  int source = -1;   // sender (receives only)
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // `data` must stay untouched (send) / valid (receive) until the ticket completes.
+  virtual Ticket Isend(Channel channel, int peer, const void* data, size_t bytes) = 0;
+  virtual Ticket Irecv(Channel channel, int peer, void* data, size_t capacity) = 0;
+  // True once the ticket completed (it is then inactive). Throws Error(kMismatch) if an
+  // incoming message was larger than the receive capacity, Error(kTransport) on failure.
+  virtual bool Test(Ticket& ticket, Completion* completion) = 0;
+  // Withdraws a posted receive. Returns true if it was withdrawn before a message
+  // matched it; false if it completed (it is then inactive either way).
+  virtual bool CancelRecv(Ticket& ticket) = 0;
+};
+
+}  // namespace starling::transport

@@ -1,0 +1,251 @@
+// impl/common: configuration parsing, dtype mapping, DLPack validation, handles.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "capi/private/handles.h"
+#include "impl/common/config.h"
+#include "impl/common/dtype.h"
+#include "impl/common/error.h"
+#include "impl/common/tensor.h"
+
+namespace starling {
+namespace {
+
+Config Parse(const std::map<std::string, std::string>& env) {
+  return ParseConfig([&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string ParseError(const std::map<std::string, std::string>& env) {
+  try {
+    Parse(env);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsWhenUnset) {
+  const Config c = Parse({});
+  EXPECT_EQ(c.log_level, LogLevel::kOff);
+  EXPECT_EQ(c.stall_warning_seconds, 60.0);
+  EXPECT_EQ(c.timeout_seconds, 0.0);
+  EXPECT_EQ(c.fusion_threshold, 8u << 20);
+  EXPECT_EQ(c.nodes_per_machine, 0);
+  EXPECT_EQ(c.chunk_bytes, 256u << 10);
+  EXPECT_TRUE(c.timeline_prefix.empty());
+}
+
+TEST(Config, ParsesValues) {
+  const Config c = Parse({{"STARLING_LOG_LEVEL", "Debug"},
+                          {"STARLING_TIMEOUT_SECONDS", "2.5"},
+                          {"STARLING_FUSION_THRESHOLD", "1048576"},
+                          {"STARLING_NODES_PER_MACHINE", "2"},
+                          {"STARLING_TIMELINE", "/tmp/tl"},
+                          {"STARLING_CHUNK_BYTES", "65536"}});
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.timeout_seconds, 2.5);
+  EXPECT_EQ(c.fusion_threshold, 1048576u);
+  EXPECT_EQ(c.nodes_per_machine, 2);
+  EXPECT_EQ(c.timeline_prefix, "/tmp/tl");
+  EXPECT_EQ(c.chunk_bytes, 65536u);
+}
+
+TEST(Config, BlueFogAliasesApplyAndStarlingNamesWin) {
+  EXPECT_EQ(Parse({{"BLUEFOG_LOG_LEVEL", "warning"}}).log_level, LogLevel::kWarn);
+  EXPECT_EQ(Parse({{"BLUEFOG_FUSION_THRESHOLD", "1024"}}).fusion_threshold, 1024u);
+  EXPECT_EQ(Parse({{"BLUEFOG_NODES_PER_MACHINE", "4"}}).nodes_per_machine, 4);
+  EXPECT_EQ(Parse({{"BLUEFOG_TIMELINE", "tl"}}).timeline_prefix, "tl");
+  EXPECT_EQ(Parse({{"BLUEFOG_LOG_LEVEL", "debug"}, {"STARLING_LOG_LEVEL", "error"}}).log_level, LogLevel::kError);
+}
+
+TEST(Config, RejectsBadValuesNamingTheVariable) {
+  EXPECT_NE(ParseError({{"STARLING_LOG_LEVEL", "loud"}}).find("STARLING_LOG_LEVEL='loud'"), std::string::npos);
+  EXPECT_NE(ParseError({{"BLUEFOG_LOG_LEVEL", "loud"}}).find("BLUEFOG_LOG_LEVEL"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_TIMEOUT_SECONDS", "-1"}}).find("STARLING_TIMEOUT_SECONDS"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_TIMEOUT_SECONDS", "3x"}}).find("not a number"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_FUSION_THRESHOLD", "1.5"}}).find("whole number"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_CHUNK_BYTES", "100"}}).find("STARLING_CHUNK_BYTES"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_NODES_PER_MACHINE", "two"}}).find("STARLING_NODES_PER_MACHINE"),
+            std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_STALL_WARNING_SECONDS", "nan"}}).find("STARLING_STALL_WARNING_SECONDS"),
+            std::string::npos);
+}
+
+TEST(Config, DescribeListsEveryVariableWithValueInEffect) {
+  const std::string text = DescribeConfig([](const char* name) -> const char* {
+    return std::string(name) == "BLUEFOG_FUSION_THRESHOLD" ? "4096" : nullptr;
+  });
+  for (const ConfigVar& var : ConfigTable()) EXPECT_NE(text.find(var.name), std::string::npos) << var.name;
+  EXPECT_NE(text.find("STARLING_FUSION_THRESHOLD=4096 (from BLUEFOG_FUSION_THRESHOLD)"), std::string::npos);
+}
+
+TEST(DType, MapsEverySupportedDLPackType) {
+  struct Case { DLDataType dl; DType dtype; size_t size; const char* name; };
+  const Case cases[] = {
+      {{kDLFloat, 16, 1}, DType::kFloat16, 2, "float16"},  {{kDLBfloat, 16, 1}, DType::kBFloat16, 2, "bfloat16"},
+      {{kDLFloat, 32, 1}, DType::kFloat32, 4, "float32"},  {{kDLFloat, 64, 1}, DType::kFloat64, 8, "float64"},
+      {{kDLInt, 8, 1}, DType::kInt8, 1, "int8"},           {{kDLInt, 16, 1}, DType::kInt16, 2, "int16"},
+      {{kDLInt, 32, 1}, DType::kInt32, 4, "int32"},        {{kDLInt, 64, 1}, DType::kInt64, 8, "int64"},
+      {{kDLUInt, 8, 1}, DType::kUInt8, 1, "uint8"},
+  };
+  for (const Case& c : cases) {
+    auto d = FromDLDataType(c.dl);
+    ASSERT_TRUE(d.has_value()) << c.name;
+    EXPECT_EQ(*d, c.dtype);
+    EXPECT_EQ(DTypeSize(*d), c.size);
+    EXPECT_STREQ(DTypeName(*d), c.name);
+    const DLDataType back = ToDLDataType(*d);
+    EXPECT_EQ(back.code, c.dl.code);
+    EXPECT_EQ(back.bits, c.dl.bits);
+    EXPECT_EQ(back.lanes, 1);
+  }
+}
+
+TEST(DType, RejectsUnsupportedTypes) {
+  EXPECT_FALSE(FromDLDataType({kDLFloat, 32, 4}).has_value());  // vector lanes
+  EXPECT_FALSE(FromDLDataType({kDLComplex, 64, 1}).has_value());
+  EXPECT_FALSE(FromDLDataType({kDLUInt, 16, 1}).has_value());
+  EXPECT_FALSE(FromDLDataType({kDLUInt, 1, 1}).has_value());     // bool
+  EXPECT_FALSE(FromDLDataType({kDLFloat, 8, 1}).has_value());
+  EXPECT_FALSE(FromDLDataType({kDLBfloat, 32, 1}).has_value());
+  char buffer[48];
+  EXPECT_STREQ(DescribeDLDataType({kDLFloat, 32, 4}, buffer, sizeof buffer), "float32x4");
+  EXPECT_STREQ(DescribeDLDataType({kDLComplex, 64, 1}, buffer, sizeof buffer), "complex64");
+}
+
+// A DLTensor over caller-provided storage.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  DLTensor t{};
+  Tensor(void* data, DLDataType dtype, std::vector<int64_t> s, std::vector<int64_t> st = {})
+      : shape(std::move(s)), strides(std::move(st)) {
+    t.data = data;
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(shape.size());
+    t.dtype = dtype;
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+    t.byte_offset = 0;
+  }
+};
+
+std::string ViewError(const DLTensor* t, Code expected) {
+  try {
+    ViewOf(t, "in");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expected) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "ViewOf accepted a bad tensor";
+  return "";
+}
+
+TEST(Tensor, AcceptsContiguousTensors) {
+  alignas(8) float data[24] = {};
+  Tensor a(data, {kDLFloat, 32, 1}, {2, 3, 4});
+  TensorView v = ViewOf(&a.t, "in");
+  EXPECT_EQ(v.numel, 24u);
+  EXPECT_EQ(v.bytes, 96u);
+  EXPECT_EQ(v.row_bytes(), 48u);
+  EXPECT_EQ(v.Describe(), "float32[2, 3, 4]");
+  Tensor b(data, {kDLFloat, 32, 1}, {2, 3, 4}, {12, 4, 1});  // explicit compact strides
+  EXPECT_EQ(ViewOf(&b.t, "in").numel, 24u);
+  Tensor c(data, {kDLFloat, 32, 1}, {2, 1, 12}, {12, 99, 1});  // extent-1 dims may carry any stride
+  EXPECT_EQ(ViewOf(&c.t, "in").numel, 24u);
+  Tensor scalar(data, {kDLFloat, 32, 1}, {});
+  EXPECT_EQ(ViewOf(&scalar.t, "in").numel, 1u);
+  Tensor empty(nullptr, {kDLFloat, 32, 1}, {0, 5});
+  EXPECT_EQ(ViewOf(&empty.t, "in").bytes, 0u);
+  Tensor offset(data, {kDLFloat, 32, 1}, {4});
+  offset.t.byte_offset = 8;
+  EXPECT_EQ(ViewOf(&offset.t, "in").data, static_cast<void*>(data + 2));
+}
+
+TEST(Tensor, RejectsBadTensorsWithClearMessages) {
+  alignas(8) float data[24] = {};
+  EXPECT_NE(ViewError(nullptr, Code::kInvalidArgument).find("in must not be NULL"), std::string::npos);
+
+  Tensor transposed(data, {kDLFloat, 32, 1}, {4, 6}, {1, 4});
+  EXPECT_NE(ViewError(&transposed.t, Code::kInvalidArgument).find("not contiguous"), std::string::npos);
+
+  Tensor misaligned(data, {kDLFloat, 32, 1}, {4});
+  misaligned.t.byte_offset = 2;
+  EXPECT_NE(ViewError(&misaligned.t, Code::kInvalidArgument).find("misaligned"), std::string::npos);
+
+  Tensor gpu(data, {kDLFloat, 32, 1}, {4});
+  gpu.t.device = {kDLCUDA, 1};
+  EXPECT_NE(ViewError(&gpu.t, Code::kUnsupported).find("cuda:1"), std::string::npos);
+
+  Tensor complex(data, {kDLComplex, 64, 1}, {4});
+  EXPECT_NE(ViewError(&complex.t, Code::kUnsupported).find("complex64"), std::string::npos);
+
+  Tensor negative(data, {kDLFloat, 32, 1}, {4, -1});
+  EXPECT_NE(ViewError(&negative.t, Code::kInvalidArgument).find("negative dimension"), std::string::npos);
+
+  Tensor null_data(nullptr, {kDLFloat, 32, 1}, {4});
+  EXPECT_NE(ViewError(&null_data.t, Code::kInvalidArgument).find("NULL data"), std::string::npos);
+
+  Tensor null_shape(data, {kDLFloat, 32, 1}, {4});
+  null_shape.t.shape = nullptr;
+  EXPECT_NE(ViewError(&null_shape.t, Code::kInvalidArgument).find("NULL shape"), std::string::npos);
+
+  Tensor huge(data, {kDLFloat, 64, 1}, {int64_t{1} << 40, int64_t{1} << 40});
+  EXPECT_NE(ViewError(&huge.t, Code::kInvalidArgument).find("overflows"), std::string::npos);
+
+  Tensor bad_ndim(data, {kDLFloat, 32, 1}, {4});
+  bad_ndim.t.ndim = -3;
+  EXPECT_NE(ViewError(&bad_ndim.t, Code::kInvalidArgument).find("ndim"), std::string::npos);
+}
+
+TEST(Tensor, InOutPairs) {
+  alignas(8) float data[32] = {};
+  Tensor a(data, {kDLFloat, 32, 1}, {16});
+  Tensor b(data + 16, {kDLFloat, 32, 1}, {16});
+  Tensor overlapping(data + 8, {kDLFloat, 32, 1}, {16});
+  Tensor other_shape(data + 16, {kDLFloat, 32, 1}, {4, 4});
+  Tensor other_dtype(data + 16, {kDLInt, 32, 1}, {16});
+  const TensorView va = ViewOf(&a.t, "in");
+  EXPECT_NO_THROW(CheckInOut(va, va, "in", "out"));                   // in place
+  EXPECT_NO_THROW(CheckInOut(va, ViewOf(&b.t, "out"), "in", "out"));  // disjoint
+  EXPECT_THROW(CheckInOut(va, ViewOf(&overlapping.t, "out"), "in", "out"), Error);
+  EXPECT_NO_THROW(CheckSameLayout(va, ViewOf(&b.t, "out"), "in", "out"));
+  EXPECT_THROW(CheckSameLayout(va, ViewOf(&other_shape.t, "out"), "in", "out"), Error);
+  EXPECT_THROW(CheckSameLayout(va, ViewOf(&other_dtype.t, "out"), "in", "out"), Error);
+}
+
+struct Dummy {
+  int value;
+};
+struct dummy_s;
+using dummy_t = dummy_s*;
+
+TEST(Handles, NeverReusedAndDoubleFreeIsCaught) {
+  capi::HandleTable<Dummy, dummy_t> table("dummy");
+  dummy_t a = table.Add(std::make_shared<Dummy>(Dummy{1}));
+  dummy_t b = table.Add(std::make_shared<Dummy>(Dummy{2}));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(table.Get(a)->value, 1);
+  EXPECT_EQ(table.Take(a)->value, 1);
+  try {
+    table.Take(a);
+    ADD_FAILURE() << "double free not caught";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidHandle);
+    EXPECT_NE(std::string(e.what()).find("already freed"), std::string::npos);
+  }
+  EXPECT_THROW(table.Get(nullptr), Error);
+  EXPECT_THROW(table.Get(reinterpret_cast<dummy_t>(uintptr_t{999})), Error);
+  dummy_t c = table.Add(std::make_shared<Dummy>(Dummy{3}));
+  EXPECT_NE(c, a);  // ids are not recycled
+}
+
+}  // namespace
+}  // namespace starling
