@@ -1,0 +1,70 @@
+// The text of starlingrun --help.
+#include "impl/launcher/command.h"
+
+namespace starling::launcher {
+
+std::string HelpText() {
+  return R"(Usage: starlingrun [options] [--] program [args...]
+
+Starts `program` as N ranks of a Starling (or BlueFog-style) job through Open MPI's
+mpirun, with the mpirun flags a single machine or a small cluster needs.
+
+Options:
+  -np N, -n N, --num-proc N   number of ranks to start (required)
+  -H, --hosts h1:2,h2:4       hosts and how many ranks (slots) each takes; every entry
+                              is HOST:SLOTS with SLOTS >= 1 (default: localhost:N)
+  --hostfile FILE             Open MPI hostfile, one "host slots=N" per line; cannot be
+                              combined with -H
+  --timeout SECONDS           stop every rank after SECONDS (fractions allowed; 0 = no
+                              limit, the default); starlingrun then exits with status 124,
+                              like timeout(1)
+  --print-config              print the STARLING_* configuration table (each variable,
+                              the value the ranks would get, its default and meaning)
+                              and exit
+  --verbose                   print the mpirun command line before running it
+  --mpi-args "ARGS"           extra arguments for mpirun, appended as given (split on
+                              spaces, no quoting); they win over the automatic flags below
+  -x NAME[=VALUE]             also pass environment variable NAME to every rank, with
+                              VALUE if given (repeatable)
+  -h, --help                  show this help and exit
+  --version                   print the Starling version and exit
+
+What starlingrun adds to mpirun for you:
+  --allow-run-as-root         when run as root
+  --oversubscribe             when N exceeds the slots: the online cores of this machine,
+                              or the sum of the slots given by -H or --hostfile
+  --bind-to none              each rank has a progress thread beside its main thread
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+                              when every host is this machine (no -H or --hostfile, or
+                              only localhost, 127.0.0.1 or this host's name), so Open MPI
+                              does not try other network interfaces
+  --mca orte_base_help_aggregate 0
+                              full error messages from every rank
+
+Environment:
+  Every STARLING_* and BLUEFOG_* variable set here is passed to every rank, and so are
+  PATH, LD_LIBRARY_PATH and PYTHONPATH when set. Other variables reach the ranks only
+  through -x.
+  If neither STARLING_LOG_LEVEL nor BLUEFOG_LOG_LEVEL is set, the ranks get
+  STARLING_LOG_LEVEL=warn: the library alone is silent, but under starlingrun it warns
+  about stalled operations and other problems. Set STARLING_LOG_LEVEL to change this.
+  STARLING_MPIRUN         the mpirun to use (default: mpirun from PATH)
+
+Signals and exit status:
+  starlingrun exits with mpirun's exit status (128+S if mpirun dies of signal S), with
+  124 after --timeout, with 2 after a usage error, and with 127 if mpirun cannot be
+  started. Ctrl-C, SIGTERM and SIGHUP are passed on to mpirun and its ranks; whatever
+  is still running 5 s later (or at a second Ctrl-C) is killed, and starlingrun exits
+  with 128+signal (130 for Ctrl-C). --timeout sends SIGTERM, then SIGKILL 5 s later.
+
+Examples:
+  starlingrun -np 4 python3 train.py --epochs 10
+  starlingrun -np 8 -H node1:4,node2:4 ./bench
+  starlingrun -np 16 --hostfile hosts.txt --timeout 3600 python3 train.py
+  STARLING_TIMELINE=/tmp/tl starlingrun -np 2 -x OMP_NUM_THREADS=1 ./app
+  starlingrun -np 4 --mpi-args "--mca btl_tcp_if_include eth0" -H a:2,b:2 ./app
+  starlingrun --print-config
+)";
+}
+
+}  // namespace starling::launcher

@@ -1,0 +1,238 @@
+// starlingrun: runs a program as N ranks under Open MPI's mpirun (see --help).
+// This file holds the process control: mpirun runs as a child in its own process
+// group, so that a timeout or a forwarded signal reaches mpirun and every rank it
+// started on this machine, and nothing is left behind.
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <starling/starling.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "impl/launcher/command.h"
+
+namespace starling::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long mpirun gets to stop its ranks after SIGTERM or a forwarded signal.
+constexpr std::chrono::seconds kGrace{5};
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "starlingrun: %s\nsee starlingrun --help\n", message.c_str());
+  return kExitUsage;
+}
+
+void IgnoreSignal(int) {}  // signals are taken with sigtimedwait; the handler never runs
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
+}
+
+// Child side of the fork: own process group, then exec mpirun. Never returns.
+[[noreturn]] void ExecMpirun(const std::vector<std::string>& command, const sigset_t& old_mask,
+                             pid_t launcher) {
+  setpgid(0, 0);
+#ifdef __linux__
+  // If the launcher itself is killed (SIGKILL, OOM), mpirun still stops its ranks.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) _exit(kExitCannotRun);
+#endif
+  (void)launcher;
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  std::vector<char*> argv;
+  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  int err = errno;
+  std::fprintf(
+      stderr, "starlingrun: cannot run '%s': %s%s\n", argv[0], std::strerror(err),
+      err == ENOENT ? " (is Open MPI installed? STARLING_MPIRUN names the mpirun to use)" : "");
+  _exit(kExitCannotRun);
+}
+
+// Runs the command and waits for it. Returns the launcher's exit status.
+int Supervise(const std::vector<std::string>& command, double timeout_seconds) {
+  // Take SIGINT, SIGTERM, SIGHUP and SIGCHLD synchronously: install a handler (a
+  // background job of a non-interactive shell starts with SIGINT ignored, and an
+  // ignored signal would be lost), then block them and wait with sigtimedwait.
+  // SIGHUP stays ignored when it was (nohup), for mpirun too.
+  sigset_t watched;
+  sigemptyset(&watched);
+  struct sigaction action {};
+  action.sa_handler = IgnoreSignal;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
+    struct sigaction previous {};
+    sigaction(sig, nullptr, &previous);
+    if (sig == SIGHUP && previous.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &action, nullptr);
+    sigaddset(&watched, sig);
+  }
+  sigset_t old_mask;
+  sigprocmask(SIG_BLOCK, &watched, &old_mask);
+
+  const pid_t launcher = getpid();
+  std::fflush(nullptr);  // nothing buffered may be written twice
+  pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "starlingrun: cannot start mpirun: fork: %s\n", std::strerror(errno));
+    return kExitCannotRun;
+  }
+  if (child == 0) ExecMpirun(command, old_mask, launcher);
+  // Also here: whichever of parent and child runs first, the group exists before
+  // the parent ever signals it.
+  setpgid(child, child);
+
+  const bool has_deadline = timeout_seconds > 0;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(has_deadline ? timeout_seconds : 0));
+  bool stopping = false;  // we asked mpirun to stop (timeout or signal)
+  bool killed = false;    // and then sent SIGKILL
+  int stop_status = 0;    // our exit status once stopping
+  Clock::time_point kill_at;
+
+  auto stop = [&](int sig, int status) {
+    stopping = true;
+    stop_status = status;
+    kill_at = Clock::now() + kGrace;
+    killpg(child, sig);
+  };
+  auto kill_all = [&]() {
+    killed = true;
+    killpg(child, SIGKILL);
+  };
+
+  int wait_status = 0;
+  for (;;) {
+    pid_t done = waitpid(child, &wait_status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {
+      std::fprintf(stderr, "starlingrun: waitpid: %s\n", std::strerror(errno));
+      kill_all();
+      return 1;
+    }
+
+    Clock::time_point now = Clock::now();
+    if (has_deadline && !stopping && now >= deadline) {
+      std::fprintf(stderr, "starlingrun: timeout: still running after %g s; stopping all ranks\n",
+                   timeout_seconds);
+      stop(SIGTERM, kExitTimeout);
+    } else if (stopping && !killed && now >= kill_at) {
+      std::fprintf(stderr, "starlingrun: ranks still running %lld s later; killing them\n",
+                   static_cast<long long>(kGrace.count()));
+      kill_all();
+    }
+
+    // Sleep until a signal or the next deadline (at most 1 s, as a safety net).
+    Clock::duration nap = std::chrono::seconds(1);
+    if (has_deadline && !stopping) nap = std::min(nap, deadline - now);
+    if (stopping && !killed) nap = std::min(nap, kill_at - now);
+    nap = std::max(nap, Clock::duration::zero());
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count();
+    struct timespec ts {};
+    ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+    ts.tv_nsec = static_cast<long>(ns % 1000000000);
+    int sig = sigtimedwait(&watched, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      if (!stopping) {
+        std::fprintf(stderr, "starlingrun: got %s; stopping all ranks\n", SignalName(sig));
+        stop(sig, 128 + sig);
+      } else if (!killed) {
+        kill_all();  // asked twice: stop waiting
+      }
+    }
+  }
+  // mpirun is gone; after a stop, remove any rank that outlived it. While a member
+  // remains, the kernel does not hand the group's id to another process.
+  if (stopping) killpg(child, SIGKILL);
+
+  if (stopping) return stop_status;
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+std::string VersionString() {
+  int v = starling_get_version();
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+// --print-config: the table as the ranks will see it, so the launcher's defaults and
+// -x values are applied to this process before the library reads its environment.
+int PrintConfig(const Options& options) {
+  for (const auto& [name, value] : RankEnvironmentOverrides(options, CurrentEnvironment())) {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::string table = starling_config_string();
+  if (!table.empty() && table.back() != '\n') table += '\n';
+  std::fputs(table.c_str(), stdout);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  ParseResult parsed = ParseArgs(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.ok()) return UsageError(parsed.error);
+  Options& options = parsed.options;
+  if (options.help) {
+    std::fputs(HelpText().c_str(), stdout);
+    return 0;
+  }
+  if (options.version) {
+    std::printf("starlingrun (Starling) %s\n", VersionString().c_str());
+    return 0;
+  }
+  if (options.print_config) return PrintConfig(options);
+  if (!options.hostfile.empty()) {
+    std::string error = ReadHostfile(options.hostfile, &options.hosts);
+    if (!error.empty()) return UsageError(error);
+  }
+
+  Command command = BuildCommand(options, CurrentEnvironment());
+  for (const std::string& warning : command.warnings) {
+    std::fprintf(stderr, "starlingrun: warning: %s\n", warning.c_str());
+  }
+  if (options.verbose) {
+    std::fprintf(stderr, "starlingrun: %s\n", FormatCommandLine(command.argv).c_str());
+  }
+  return Supervise(command.argv, options.timeout_seconds);
+}
+
+}  // namespace
+}  // namespace starling::launcher
+
+int main(int argc, char** argv) {
+  try {
+    return starling::launcher::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starlingrun: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "starlingrun: internal error\n");
+  }
+  return 1;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted $VARS are expanded by the ranks, on purpose
+# End-to-end tests of starlingrun on this machine (real mpirun, real processes).
+# Usage: tests/launcher/run_tests.sh path/to/starlingrun
+# Every starlingrun call runs under timeout(1), so a hang fails the test instead of
+# blocking it. Prints one line per check; exits 1 if any check failed.
+set -euo pipefail
+
+if [[ $# -ne 1 || ! -x "$1" ]]; then
+  echo "usage: $0 path/to/starlingrun" >&2
+  exit 2
+fi
+RUN=$1
+LIMIT=60                  # seconds any single starlingrun call may take
+MARK="30.$$"              # a sleep argument no other process on the machine uses
+WORK=$(mktemp -d)
+trap 'pkill -KILL -f -x "sleep $MARK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+failures=0
+pass() { echo "ok   - $1"; }
+fail() {  # also shows the end of the last call's stderr
+  echo "FAIL - $1"
+  tail -n 5 "$WORK/err" 2>/dev/null | sed 's/^/       /'
+  failures=$((failures + 1))
+}
+check() {  # check NAME CONDITION...: passes when the condition command succeeds
+  local name=$1
+  shift
+  if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+# Runs starlingrun under timeout; sets rc, out (stdout) and err (stderr).
+run() {
+  rc=0
+  timeout -s KILL "$LIMIT" "$RUN" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  out=$(cat "$WORK/out")
+  err=$(cat "$WORK/err")
+}
+
+# True once no process runs "sleep $MARK" (waits up to 3 s for the last ones to exit).
+no_leftovers() {
+  for _ in $(seq 30); do
+    pgrep -f -x "sleep $MARK" >/dev/null || return 0
+    sleep 0.1
+  done
+  echo "     leftover processes:" >&2
+  pgrep -a -f -x "sleep $MARK" >&2 || true
+  return 1
+}
+
+# Waits until N processes run "sleep $MARK" (the ranks have started).
+wait_for_ranks() {
+  for _ in $(seq 200); do
+    [[ $(pgrep -c -f -x "sleep $MARK" || true) -ge $1 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# ---- help, version, config ------------------------------------------------------
+run --help
+check "--help exits 0" test "$rc" -eq 0
+missing=""
+for option in -np " -n " --num-proc -H --hosts --hostfile --timeout --print-config --verbose \
+              --mpi-args "-x NAME" -h --help --version STARLING_LOG_LEVEL Examples; do
+  [[ $out == *"$option"* ]] || missing+=" '$option'"
+done
+check "--help mentions every option${missing:+ (missing:$missing)}" test -z "$missing"
+
+run --version
+version_ok() { [[ $rc -eq 0 && $out =~ [0-9]+\.[0-9]+\.[0-9]+ ]]; }
+check "--version exits 0 and prints M.m.p ($out)" version_ok
+
+run --print-config
+config_ok() { [[ $rc -eq 0 && -n $out ]]; }
+check "--print-config exits 0 and prints the table" config_ok
+
+# ---- exit status ----------------------------------------------------------------
+run -np 2 -- sh -c 'exit 3'
+check "a rank's exit status 3 comes back (got $rc)" test "$rc" -eq 3
+
+run -np 2 -- true
+check "-np 2 true exits 0 (got $rc)" test "$rc" -eq 0
+
+run --verbose -np 4 -- true
+check "-np 4 true exits 0 on $(nproc) cores (got $rc)" test "$rc" -eq 0
+if [[ $(nproc) -lt 4 ]]; then
+  check "--oversubscribe is added for 4 ranks on $(nproc) cores" grep -q -- "--oversubscribe" "$WORK/err"
+fi
+
+run -np 2 -- sh -c 'kill -KILL $$'
+check "a rank killed by a signal fails the job (got $rc)" test "$rc" -ne 0
+
+# ---- environment ----------------------------------------------------------------
+rc=0
+STARLING_FOO="hello $$" timeout -s KILL "$LIMIT" "$RUN" -np 2 -- sh -c 'echo "foo=$STARLING_FOO"' \
+  >"$WORK/out" 2>"$WORK/err" || rc=$?
+check "STARLING_FOO reaches both ranks" test "$rc" -eq 0 -a "$(grep -c -x "foo=hello $$" "$WORK/out")" -eq 2
+
+run -np 2 -x "EXTRA_VAR=a b" -- sh -c 'echo "extra=$EXTRA_VAR level=$STARLING_LOG_LEVEL"'
+check "-x NAME=VALUE and the default STARLING_LOG_LEVEL=warn reach both ranks" \
+  test "$rc" -eq 0 -a "$(grep -c -x "extra=a b level=warn" "$WORK/out")" -eq 2
+
+# ---- hosts ----------------------------------------------------------------------
+run -np 2 -H localhost:2 -- true
+check "-H localhost:2 runs (got $rc)" test "$rc" -eq 0
+printf 'localhost slots=2\n' >"$WORK/hosts"
+run -np 2 --hostfile "$WORK/hosts" -- true
+check "--hostfile runs (got $rc)" test "$rc" -eq 0
+
+# ---- timeout --------------------------------------------------------------------
+start=$SECONDS
+run --timeout 2 -np 2 -- sleep "$MARK"
+elapsed=$((SECONDS - start))
+check "--timeout 2 exits 124 (got $rc)" test "$rc" -eq 124
+check "--timeout 2 returns within 10 s (took ${elapsed} s)" test "$elapsed" -le 10
+check "--timeout says why on stderr" grep -q "timeout" "$WORK/err"
+check "--timeout leaves no rank behind" no_leftovers
+
+# ---- Ctrl-C ---------------------------------------------------------------------
+rc=0
+timeout -s KILL "$LIMIT" "$RUN" -np 2 -- sleep "$MARK" >"$WORK/out" 2>"$WORK/err" &
+watchdog=$!
+if wait_for_ranks 2; then
+  kill -INT "$(pgrep -P "$watchdog")"  # the starlingrun under timeout
+  start=$SECONDS
+  wait "$watchdog" || rc=$?
+  check "SIGINT makes starlingrun exit 130 (got $rc)" test "$rc" -eq 130
+  check "SIGINT stops the job within 10 s" test $((SECONDS - start)) -le 10
+  check "SIGINT leaves no rank behind" no_leftovers
+else
+  fail "ranks of the SIGINT test did not start: $(cat "$WORK/err")"
+  wait "$watchdog" || true
+fi
+
+# ---- bad usage --------------------------------------------------------------------
+usage_error() { [[ $rc -eq 2 && $err == *"see starlingrun --help"* ]]; }
+bad_usage() {  # bad_usage DESCRIPTION ARGS...: exit 2 and a message pointing to --help
+  local what=$1
+  shift
+  run "$@"
+  check "bad usage ($what) exits 2 with a hint (got $rc: ${err%%$'\n'*})" usage_error
+}
+bad_usage "no -np" -- true
+bad_usage "-np 0" -np 0 true
+bad_usage "-np abc" -np abc true
+bad_usage "unknown option" -np 2 --no-such-option true
+bad_usage "no program" -np 2
+bad_usage "-H and --hostfile" -np 2 -H localhost:2 --hostfile "$WORK/hosts" true
+bad_usage "missing hostfile" -np 2 --hostfile "$WORK/no-such-file" true
+bad_usage "bad -H" -np 2 -H localhost true
+bad_usage "bad --timeout" --timeout soon -np 2 true
+bad_usage "nothing at all"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all launcher checks passed"

@@ -1,0 +1,380 @@
+// starlingrun's argument parsing and mpirun command building (no processes started).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "impl/launcher/command.h"
+
+namespace starling::launcher {
+namespace {
+
+using Args = std::vector<std::string>;
+
+Options Parse(const Args& args) {
+  ParseResult r = ParseArgs(args);
+  EXPECT_TRUE(r.ok()) << r.error;
+  return r.options;
+}
+
+std::string ParseError(const Args& args) {
+  ParseResult r = ParseArgs(args);
+  EXPECT_FALSE(r.ok()) << "accepted";
+  return r.error;
+}
+
+// A plain user on a 2-core machine called "node0" with an empty environment.
+Environment TwoCores() {
+  Environment env;
+  env.online_cores = 2;
+  env.hostname = "node0.cluster";
+  return env;
+}
+
+std::vector<std::string> Argv(const Args& args, const Environment& env = TwoCores()) {
+  return BuildCommand(Parse(args), env).argv;
+}
+
+bool Has(const std::vector<std::string>& argv, const std::string& word) {
+  return std::find(argv.begin(), argv.end(), word) != argv.end();
+}
+
+// True when `seq` appears as consecutive words of argv.
+bool HasSeq(const std::vector<std::string>& argv, const std::vector<std::string>& seq) {
+  return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
+}
+
+// Values of every "-x VALUE" pair.
+std::vector<std::string> Exports(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < argv.size() && argv[i] != "--"; ++i) {
+    if (argv[i] == "-x") out.push_back(argv[i + 1]);
+  }
+  return out;
+}
+
+size_t Count(const std::vector<std::string>& v, const std::string& word) {
+  return static_cast<size_t>(std::count(v.begin(), v.end(), word));
+}
+
+// ---- ParseArgs ---------------------------------------------------------------
+
+TEST(LauncherParse, NumProcSpellings) {
+  EXPECT_EQ(Parse({"-np", "4", "prog"}).num_proc, 4);
+  EXPECT_EQ(Parse({"-n", "3", "prog"}).num_proc, 3);
+  EXPECT_EQ(Parse({"--num-proc", "2", "prog"}).num_proc, 2);
+  EXPECT_EQ(Parse({"--num-proc=5", "prog"}).num_proc, 5);
+}
+
+TEST(LauncherParse, ProgramAndItsArgumentsAreKeptVerbatim) {
+  Options o = Parse({"-np", "2", "python3", "train.py", "-np", "7", "--verbose"});
+  EXPECT_EQ(o.program, (Args{"python3", "train.py", "-np", "7", "--verbose"}));
+  EXPECT_FALSE(o.verbose);
+  o = Parse({"-np", "2", "--", "-weird-name", "x"});
+  EXPECT_EQ(o.program, (Args{"-weird-name", "x"}));
+}
+
+TEST(LauncherParse, AllOptions) {
+  Options o = Parse({"-np", "4", "-H", "a:2,b:2", "--timeout", "1.5", "--verbose", "--mpi-args",
+                     "--mca  btl ^openib ", "-x", "A=1", "-x", "B", "--", "prog"});
+  ASSERT_EQ(o.hosts.size(), 2u);
+  EXPECT_EQ(o.hosts[0].name, "a");
+  EXPECT_EQ(o.hosts[1].slots, 2);
+  EXPECT_TRUE(o.hosts_given);
+  EXPECT_DOUBLE_EQ(o.timeout_seconds, 1.5);
+  EXPECT_TRUE(o.verbose);
+  EXPECT_EQ(o.mpi_args, (Args{"--mca", "btl", "^openib"}));
+  EXPECT_EQ(o.exports, (Args{"A=1", "B"}));
+  EXPECT_EQ(o.program, (Args{"prog"}));
+
+  o = Parse({"-np", "1", "--hostfile", "hosts.txt", "--timeout=0", "prog"});
+  EXPECT_EQ(o.hostfile, "hosts.txt");
+  EXPECT_EQ(o.timeout_seconds, 0);
+}
+
+TEST(LauncherParse, HelpVersionAndPrintConfigNeedNothingElse) {
+  EXPECT_TRUE(Parse({"--help"}).help);
+  EXPECT_TRUE(Parse({"-h"}).help);
+  EXPECT_TRUE(Parse({"--help", "-np", "0"}).help);  // help stops parsing
+  EXPECT_TRUE(Parse({"--version"}).version);
+  EXPECT_TRUE(Parse({"--print-config"}).print_config);
+}
+
+TEST(LauncherParse, BadUsageNamesTheProblem) {
+  EXPECT_NE(ParseError({"prog"}).find("missing -np"), std::string::npos);
+  EXPECT_NE(ParseError({}).find("missing -np"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "0", "prog"}).find("'0'"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "four", "prog"}).find("'four'"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "-2", "prog"}).find("'-2'"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2x", "prog"}).find("'2x'"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "99999999999", "prog"}).find("-np"), std::string::npos);
+  EXPECT_NE(ParseError({"-np"}).find("-np needs a value"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2", "--frobnicate", "prog"}).find("unknown option '--frobnicate'"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2"}).find("no program"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2", "--"}).find("no program"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2", "-H", "a:1", "--hostfile", "f", "prog"})
+                .find("-H and --hostfile cannot be used together"),
+            std::string::npos);
+  for (const char* bad : {"-1", "abc", "", "1e3", "0x10", "1.2.3", "inf", "nan"}) {
+    EXPECT_NE(ParseError({"--timeout", bad, "-np", "1", "prog"}).find("--timeout"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(ParseError({"-np", "1", "--verbose=yes", "prog"}).find("takes no value"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"-np", "1", "-x", "1BAD", "prog"}).find("'1BAD'"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "1", "-x", "=v", "prog"}).find("-x"), std::string::npos);
+  EXPECT_NE(ParseError({"-np", "1", "--hostfile", "", "prog"}).find("--hostfile"),
+            std::string::npos);
+}
+
+TEST(LauncherParse, BadHostLists) {
+  for (const char* bad :
+       {"a", "a:", ":2", "a:0", "a:-1", "a:x", "a:2,", ",a:2", "a:2,,b:1", "", "a b:2", "a:2:3"}) {
+    std::string error = ParseError({"-np", "2", "-H", bad, "prog"});
+    EXPECT_NE(error.find("-H"), std::string::npos) << bad << ": " << error;
+  }
+  EXPECT_NE(
+      ParseError({"-np", "2", "-H", "h1:0", "prog"}).find("SLOTS must be a whole number >= 1"),
+      std::string::npos);
+  EXPECT_NE(ParseError({"-np", "2", "-H", "h1", "prog"}).find("'h1'"), std::string::npos);
+}
+
+// ---- Hostfiles ---------------------------------------------------------------
+
+TEST(LauncherHostfile, ParsesSlotsCommentsAndBlankLines) {
+  std::vector<Host> hosts;
+  ASSERT_EQ(ParseHostfile("# cluster\n\nnode1 slots=4\n  node2 slots=2 max_slots=8  # two\n"
+                          "node3\nuser@node4 count=3\n",
+                          &hosts),
+            "");
+  ASSERT_EQ(hosts.size(), 4u);
+  EXPECT_EQ(hosts[0].name, "node1");
+  EXPECT_EQ(hosts[0].slots, 4);
+  EXPECT_EQ(hosts[1].slots, 2);
+  EXPECT_EQ(hosts[2].slots, 0);  // not given
+  EXPECT_EQ(hosts[3].name, "user@node4");
+  EXPECT_EQ(hosts[3].slots, 3);
+}
+
+TEST(LauncherHostfile, Errors) {
+  std::vector<Host> hosts;
+  EXPECT_NE(ParseHostfile("# nothing\n\n", &hosts).find("no hosts"), std::string::npos);
+  EXPECT_NE(ParseHostfile("a slots=2\nb slots=0\n", &hosts).find("line 2"), std::string::npos);
+  EXPECT_NE(ParseHostfile("b slots=x\n", &hosts).find("slots=x"), std::string::npos);
+  EXPECT_TRUE(hosts.empty());  // nothing added on error
+
+  std::string error = ReadHostfile("/nonexistent/hosts.txt", &hosts);
+  EXPECT_NE(error.find("/nonexistent/hosts.txt"), std::string::npos);
+  EXPECT_NE(error.find("No such file"), std::string::npos);
+  EXPECT_NE(ReadHostfile("/", &hosts).find("not a regular file"), std::string::npos);
+}
+
+TEST(LauncherHostfile, ReadsAFile) {
+  char path[] = "/tmp/starling_hostfile_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << "localhost slots=3\n";
+  std::vector<Host> hosts;
+  EXPECT_EQ(ReadHostfile(path, &hosts), "");
+  std::remove(path);
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].slots, 3);
+}
+
+// ---- BuildCommand ------------------------------------------------------------
+
+TEST(LauncherCommand, DefaultIsLocalhostWithProgramLast) {
+  auto argv = Argv({"-np", "2", "prog", "a", "b"});
+  EXPECT_EQ(argv[0], "mpirun");
+  EXPECT_TRUE(HasSeq(argv, {"-np", "2"}));
+  EXPECT_TRUE(HasSeq(argv, {"-H", "localhost:2"}));
+  EXPECT_TRUE(HasSeq(argv, {"--bind-to", "none"}));
+  EXPECT_TRUE(HasSeq(argv, {"--mca", "orte_base_help_aggregate", "0"}));
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(argv.end() - 4, argv.end()), (Args{"--", "prog", "a", "b"}));
+}
+
+TEST(LauncherCommand, MpirunFromEnvironment) {
+  Environment env = TwoCores();
+  env.vars["STARLING_MPIRUN"] = "/opt/ompi/bin/mpirun";
+  auto argv = Argv({"-np", "1", "prog"}, env);
+  EXPECT_EQ(argv[0], "/opt/ompi/bin/mpirun");
+  EXPECT_FALSE(Has(Exports(argv), "STARLING_MPIRUN"));  // the launcher's own setting
+}
+
+TEST(LauncherCommand, OversubscribeOnlyWhenRanksExceedSlots) {
+  EXPECT_FALSE(Has(Argv({"-np", "2", "prog"}), "--oversubscribe"));  // 2 cores
+  EXPECT_TRUE(Has(Argv({"-np", "3", "prog"}), "--oversubscribe"));
+  EXPECT_FALSE(Has(Argv({"-np", "6", "-H", "a:2,b:4", "prog"}), "--oversubscribe"));
+  EXPECT_TRUE(Has(Argv({"-np", "7", "-H", "a:2,b:4", "prog"}), "--oversubscribe"));
+  // -H slots count, not this machine's cores.
+  EXPECT_FALSE(Has(Argv({"-np", "8", "-H", "localhost:8", "prog"}), "--oversubscribe"));
+  EXPECT_TRUE(Has(Argv({"-np", "2", "-H", "localhost:1", "prog"}), "--oversubscribe"));
+}
+
+TEST(LauncherCommand, OversubscribeWithHostfile) {
+  Options o = Parse({"-np", "5", "--hostfile", "h.txt", "prog"});
+  ASSERT_EQ(ParseHostfile("a slots=2\nb slots=2\n", &o.hosts), "");
+  auto argv = BuildCommand(o, TwoCores()).argv;
+  EXPECT_TRUE(HasSeq(argv, {"--hostfile", "h.txt"}));
+  EXPECT_FALSE(Has(argv, "-H"));
+  EXPECT_TRUE(Has(argv, "--oversubscribe"));
+  o.num_proc = 4;
+  EXPECT_FALSE(Has(BuildCommand(o, TwoCores()).argv, "--oversubscribe"));
+
+  // A local line without slots= counts as the cores; a remote one as 1.
+  Options local = Parse({"-np", "2", "--hostfile", "h.txt", "prog"});
+  ASSERT_EQ(ParseHostfile("localhost\n", &local.hosts), "");
+  EXPECT_FALSE(Has(BuildCommand(local, TwoCores()).argv, "--oversubscribe"));
+  local.num_proc = 3;
+  EXPECT_TRUE(Has(BuildCommand(local, TwoCores()).argv, "--oversubscribe"));
+  Options remote = Parse({"-np", "2", "--hostfile", "h.txt", "prog"});
+  ASSERT_EQ(ParseHostfile("far\n", &remote.hosts), "");
+  EXPECT_TRUE(Has(BuildCommand(remote, TwoCores()).argv, "--oversubscribe"));
+}
+
+TEST(LauncherCommand, RootFlagOnlyForRoot) {
+  Environment env = TwoCores();
+  EXPECT_FALSE(Has(Argv({"-np", "1", "prog"}, env), "--allow-run-as-root"));
+  env.is_root = true;
+  EXPECT_TRUE(Has(Argv({"-np", "1", "prog"}, env), "--allow-run-as-root"));
+}
+
+TEST(LauncherCommand, LoopbackOnlyWhenEveryHostIsLocal) {
+  const std::vector<std::string> btl = {"--mca", "btl_tcp_if_include", "lo"};
+  const std::vector<std::string> oob = {"--mca", "oob_tcp_if_include", "lo"};
+  for (const char* hosts :
+       {"", "localhost:2", "127.0.0.1:1,localhost:1", "node0:2", "node0.cluster:2", "NODE0:2"}) {
+    Args args = {"-np", "2", "prog"};
+    if (*hosts) args.insert(args.begin(), {"-H", hosts});
+    auto argv = Argv(args);
+    EXPECT_TRUE(HasSeq(argv, btl)) << hosts;
+    EXPECT_TRUE(HasSeq(argv, oob)) << hosts;
+  }
+  for (const char* hosts : {"node1:2", "localhost:1,node1:1", "10.0.0.2:2"}) {
+    auto argv = Argv({"-np", "2", "-H", hosts, "prog"});
+    EXPECT_FALSE(Has(argv, "btl_tcp_if_include")) << hosts;
+    EXPECT_FALSE(Has(argv, "oob_tcp_if_include")) << hosts;
+  }
+  Options o = Parse({"-np", "2", "--hostfile", "h", "prog"});
+  ASSERT_EQ(ParseHostfile("node1 slots=2\n", &o.hosts), "");
+  EXPECT_FALSE(Has(BuildCommand(o, TwoCores()).argv, "btl_tcp_if_include"));
+}
+
+TEST(LauncherCommand, UserMcaChoicesWin) {
+  // mpirun rejects an MCA parameter given twice, and the user's choice is meant.
+  auto argv =
+      Argv({"-np", "2", "--mpi-args", "--mca btl_tcp_if_include eth0 --bind-to core", "prog"});
+  EXPECT_EQ(Count(argv, "btl_tcp_if_include"), 1u);
+  EXPECT_TRUE(
+      HasSeq(argv, {"--mca", "btl_tcp_if_include", "eth0", "--bind-to", "core", "--", "prog"}));
+  EXPECT_TRUE(HasSeq(argv, {"--mca", "oob_tcp_if_include", "lo"}));
+  EXPECT_FALSE(HasSeq(argv, {"--bind-to", "none"}));
+
+  Environment env = TwoCores();
+  env.vars["OMPI_MCA_orte_base_help_aggregate"] = "1";
+  env.vars["OMPI_MCA_oob_tcp_if_exclude"] = "docker0";  // include + exclude is an error
+  argv = Argv({"-np", "2", "prog"}, env);
+  EXPECT_FALSE(Has(argv, "orte_base_help_aggregate"));
+  EXPECT_FALSE(Has(argv, "oob_tcp_if_include"));
+  EXPECT_TRUE(HasSeq(argv, {"--mca", "btl_tcp_if_include", "lo"}));
+}
+
+TEST(LauncherCommand, ExportsStarlingAndBluefogVariablesOnly) {
+  Environment env = TwoCores();
+  env.vars = {{"STARLING_FOO", "1"}, {"BLUEFOG_TIMELINE", "/tmp/t"},
+              {"HOME", "/root"},     {"OMPI_MCA_x", "y"},
+              {"PATH", "/bin"},      {"LD_LIBRARY_PATH", "/l"},
+              {"PYTHONPATH", "/p"},  {"MY_STARLING_X", "no"},
+              {"STARLINGX", "no"}};
+  auto exports = Exports(Argv({"-np", "2", "prog"}, env));
+  for (const char* name :
+       {"STARLING_FOO", "BLUEFOG_TIMELINE", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH"}) {
+    EXPECT_TRUE(Has(exports, name)) << name;
+  }
+  for (const char* name : {"HOME", "OMPI_MCA_x", "MY_STARLING_X", "STARLINGX"}) {
+    EXPECT_FALSE(Has(exports, name)) << name;
+  }
+}
+
+TEST(LauncherCommand, PathsAreExportedOnlyWhenSet) {
+  auto exports = Exports(Argv({"-np", "1", "prog"}));
+  EXPECT_FALSE(Has(exports, "PATH"));
+  EXPECT_FALSE(Has(exports, "PYTHONPATH"));
+  EXPECT_FALSE(Has(exports, "LD_LIBRARY_PATH"));
+}
+
+TEST(LauncherCommand, ExtraExports) {
+  Environment env = TwoCores();
+  env.vars = {{"OMP_NUM_THREADS", "4"}, {"STARLING_FOO", "env"}};
+  Command cmd =
+      BuildCommand(Parse({"-np", "1", "-x", "A=1", "-x", "OMP_NUM_THREADS", "-x", "UNSET_VAR", "-x",
+                          "STARLING_FOO=cli", "-x", "B=x=y z", "prog"}),
+                   env);
+  auto exports = Exports(cmd.argv);
+  EXPECT_TRUE(Has(exports, "A=1"));
+  EXPECT_TRUE(Has(exports, "OMP_NUM_THREADS"));
+  EXPECT_TRUE(Has(exports, "B=x=y z"));
+  EXPECT_TRUE(Has(exports, "STARLING_FOO=cli"));
+  EXPECT_FALSE(Has(exports, "STARLING_FOO"));  // the -x value replaces the inherited one
+  EXPECT_FALSE(Has(exports, "UNSET_VAR"));     // mpirun would only warn; so do we
+  ASSERT_EQ(cmd.warnings.size(), 1u);
+  EXPECT_NE(cmd.warnings[0].find("UNSET_VAR"), std::string::npos);
+}
+
+TEST(LauncherCommand, DefaultLogLevelIsWarn) {
+  EXPECT_TRUE(Has(Exports(Argv({"-np", "1", "prog"})), "STARLING_LOG_LEVEL=warn"));
+
+  Environment env = TwoCores();
+  env.vars["STARLING_LOG_LEVEL"] = "debug";
+  auto exports = Exports(Argv({"-np", "1", "prog"}, env));
+  EXPECT_TRUE(Has(exports, "STARLING_LOG_LEVEL"));
+  EXPECT_FALSE(Has(exports, "STARLING_LOG_LEVEL=warn"));
+
+  env = TwoCores();
+  env.vars["BLUEFOG_LOG_LEVEL"] = "info";  // the BlueFog alias counts as a choice
+  exports = Exports(Argv({"-np", "1", "prog"}, env));
+  EXPECT_TRUE(Has(exports, "BLUEFOG_LOG_LEVEL"));
+  EXPECT_FALSE(Has(exports, "STARLING_LOG_LEVEL=warn"));
+
+  exports = Exports(Argv({"-np", "1", "-x", "STARLING_LOG_LEVEL=trace", "prog"}));
+  EXPECT_TRUE(Has(exports, "STARLING_LOG_LEVEL=trace"));
+  EXPECT_FALSE(Has(exports, "STARLING_LOG_LEVEL=warn"));
+}
+
+TEST(LauncherCommand, RankEnvironmentOverrides) {
+  auto overrides =
+      RankEnvironmentOverrides(Parse({"-np", "1", "-x", "A=1", "-x", "B", "prog"}), TwoCores());
+  EXPECT_EQ(overrides.at("A"), "1");
+  EXPECT_EQ(overrides.at("STARLING_LOG_LEVEL"), "warn");
+  EXPECT_EQ(overrides.count("B"), 0u);
+}
+
+TEST(LauncherCommand, MpiArgsGoBeforeTheProgram) {
+  auto argv = Argv({"-np", "1", "--mpi-args", "--report-bindings", "--mpi-args", "-v", "prog"});
+  EXPECT_TRUE(HasSeq(argv, {"--report-bindings", "-v", "--", "prog"}));
+}
+
+TEST(LauncherFormat, QuotesForTheShell) {
+  EXPECT_EQ(FormatCommandLine({"mpirun", "-np", "2", "sh", "-c", "echo $X", "it's", ""}),
+            "mpirun -np 2 sh -c 'echo $X' 'it'\\''s' ''");
+}
+
+TEST(LauncherHelp, MentionsEveryOption) {
+  const std::string help = HelpText();
+  for (const char* option : {"-np", "-n N", "--num-proc", "-H", "--hosts", "--hostfile",
+                             "--timeout", "--print-config", "--verbose", "--mpi-args", "-x NAME",
+                             "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples"}) {
+    EXPECT_NE(help.find(option), std::string::npos) << option;
+  }
+}
+
+}  // namespace
+}  // namespace starling::launcher
