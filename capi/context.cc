@@ -4,6 +4,7 @@
 #include "capi/private/api.h"
 #include "capi/private/objects.h"
 #include "impl/common/config.h"
+#include "impl/common/dtype.h"
 
 namespace starling::capi {
 

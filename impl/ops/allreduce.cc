@@ -38,9 +38,11 @@ class AllreduceOp : public runtime::Op {
     sig.reduce = static_cast<uint8_t>(op_);
     sig.count = static_cast<int64_t>(in_.numel);
     sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
-    if (out_.data != in_.data && in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
     const int p = context.size();
-    if (p == 1) return;
+    if (p == 1) {
+      if (out_.data != in_.data && in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
+      return;
+    }
     if (in_.bytes <= kGatherMaxBytes && in_.bytes * static_cast<size_t>(p - 1) <= kGatherMaxTotalBytes) {
       GatherAndReduce(context, sig);
     } else {
@@ -99,7 +101,10 @@ class AllreduceOp : public runtime::Op {
     Finish(out(), out_.numel, p);
   }
 
-  // Ring reduce-scatter then ring allgather over p blocks of nearly equal size.
+  // Ring reduce-scatter then ring allgather over p blocks of nearly equal size. The
+  // reduce-scatter reads `in` and writes `out` (out_block = in_block op incoming), so
+  // out-of-place calls need no initial copy: every block of `out` is written by one of
+  // the two phases.
   void Ring(runtime::Context& context) {
     const int p = context.size();
     const int r = context.rank();
@@ -112,14 +117,19 @@ class AllreduceOp : public runtime::Op {
     const int left = (r - 1 + p) % p;
     Exchange ex(context, transport::Channel::kCollective, Describe());
 
+    const char* in = static_cast<const char*>(in_.data);
     for (int s = 0; s < p - 1; ++s) {
       const int send_block = (r - s + p) % p;
       const int recv_block = (r - s - 1 + 2 * p) % p;
-      ex.SendRaw(right, out() + block_begin(send_block) * elem, block_count(send_block) * elem);
+      // Step 0 sends our own contribution; later steps forward the block reduced last.
+      const char* send_base = s == 0 ? in : out();
+      ex.SendRaw(right, send_base + block_begin(send_block) * elem, block_count(send_block) * elem);
       char* target = out() + block_begin(recv_block) * elem;
-      ex.RecvStream(left, block_count(recv_block) * elem, [&, target](const char* data, size_t offset, size_t length) {
-        Reduce(target + offset, data, length / elem, out_.dtype, op_);
-      });
+      const char* mine = in + block_begin(recv_block) * elem;
+      ex.RecvStream(left, block_count(recv_block) * elem,
+                    [&, target, mine](const char* data, size_t offset, size_t length) {
+                      Reduce3(target + offset, mine + offset, data, length / elem, out_.dtype, op_);
+                    });
       ex.Wait();
       ex.Clear();
     }

@@ -17,7 +17,8 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
       STARLING_CHECK_ARG(options.host_comm >= INT32_MIN && options.host_comm <= INT32_MAX,
                          "host_comm ", options.host_comm, " is not a Fortran communicator handle");
       base = MPI_Comm_f2c(static_cast<MPI_Fint>(options.host_comm));
-      STARLING_CHECK_ARG(base != MPI_COMM_NULL, "host_comm ", options.host_comm,
+      // Open MPI answers an unknown handle with a null pointer rather than MPI_COMM_NULL.
+      STARLING_CHECK_ARG(base != MPI_COMM_NULL && base != MPI_Comm{}, "host_comm ", options.host_comm,
                          " does not name a communicator (pass MPI_Comm_c2f(comm) or mpi4py's comm.py2f())");
     }
     context->transport_ = std::make_unique<transport::MpiTransport>(base);
