@@ -1,0 +1,17 @@
+// Access to the topologies behind starling_topology_t handles, for other parts of the
+// C ABI glue (contexts take topologies as arguments).
+#pragma once
+
+#include <memory>
+
+#include "impl/topology/graph.h"
+#include "starling/starling.h"
+
+namespace starling::capi {
+
+// The graph behind a handle; it stays alive while the pointer is held, even if the
+// handle is freed meanwhile. Throws Error(kInvalidHandle) for a NULL, freed or unknown
+// handle.
+std::shared_ptr<const topology::Graph> TopologyFromHandle(starling_topology_t topo);
+
+}  // namespace starling::capi
