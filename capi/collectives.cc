@@ -1,6 +1,5 @@
 // Classic collectives: glue only (validation lives in impl/ops).
-#include "capi/private/api.h"
-#include "capi/private/objects.h"
+#include "capi/private/launch.h"
 #include "impl/ops/collectives.h"
 
 using namespace starling;
@@ -8,32 +7,8 @@ using namespace starling::capi;
 
 namespace {
 
-std::string NameOf(const char* name) { return name ? std::string(name) : std::string(); }
 
-ReduceOp ToReduceOp(starling_reduce_op_t op) {
-  STARLING_CHECK_ARG(op >= STARLING_SUM && op <= STARLING_MAX, "reduce op ", static_cast<int>(op),
-                     " is not STARLING_SUM, STARLING_AVERAGE, STARLING_MIN or STARLING_MAX");
-  return static_cast<ReduceOp>(op);
-}
 
-// Builds the op on this thread (validating everything), then runs it blocking or
-// queues it, depending on whether a request pointer was passed.
-template <typename Make>
-starling_status_t Launch(starling_context_t ctx, starling_request_t* req, bool nonblocking, Make make) {
-  STARLING_API_BEGIN();
-  if (nonblocking) {
-    CheckOut(req, "req");
-    *req = nullptr;
-  }
-  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
-  std::unique_ptr<runtime::Op> op = make(*context);
-  if (nonblocking) {
-    RunNonblocking(context, std::move(op), req);
-  } else {
-    RunBlocking(*context, std::move(op));
-  }
-  STARLING_API_END();
-}
 
 starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out, starling_reduce_op_t op,
                             const char* name, starling_request_t* req, bool nonblocking) {

@@ -120,6 +120,25 @@ STARLING_API starling_status_t starling_is_homogeneous(starling_context_t ctx, i
   return Query(ctx, out, [](const runtime::Context& c) { return c.layout().homogeneous ? 1 : 0; });
 }
 
+STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  STARLING_CHECK_ARG(out->struct_size >= sizeof(size_t) + sizeof(uint64_t) && out->struct_size <= (1u << 16),
+                     "out->struct_size is ", out->struct_size, "; initialize it with STARLING_STATS_INIT");
+  const runtime::Stats& stats = Contexts().Get(ctx)->stats();
+  starling_stats_t full = STARLING_STATS_INIT;
+  full.operations = stats.operations.load();
+  full.fused_operations = stats.fused_operations.load();
+  full.fusion_groups = stats.fusion_groups.load();
+  full.messages_sent = stats.messages_sent.load();
+  full.bytes_sent = stats.bytes_sent.load();
+  full.scratch_bytes = stats.scratch_bytes.load();
+  const size_t size = std::min(out->struct_size, sizeof full);
+  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
+              size - sizeof(size_t));
+  STARLING_API_END();
+}
+
 STARLING_API starling_status_t starling_request_test(starling_request_t req) {
   STARLING_API_BEGIN();
   std::shared_ptr<RequestEntry> entry = Requests().Get(req);

@@ -102,6 +102,10 @@ starling_status_t Weights(starling_topology_t topo, int rank, double* self_weigh
 
 }  // namespace
 
+starling_topology_t TopologyToHandle(std::shared_ptr<const Graph> graph) {
+  return Topologies().Add(std::move(graph));
+}
+
 std::shared_ptr<const Graph> TopologyFromHandle(starling_topology_t topo) {
   return Topologies().Get(topo);
 }

@@ -13,5 +13,7 @@ namespace starling::capi {
 // handle is freed meanwhile. Throws Error(kInvalidHandle) for a NULL, freed or unknown
 // handle.
 std::shared_ptr<const topology::Graph> TopologyFromHandle(starling_topology_t topo);
+// A new handle sharing `graph` (immutable, so sharing is safe).
+starling_topology_t TopologyToHandle(std::shared_ptr<const topology::Graph> graph);
 
 }  // namespace starling::capi

@@ -125,7 +125,7 @@ class AllgatherOp : public runtime::Op {
       agreement.Stamp(&header);
       header.payload_bytes = bytes;
       ex.SendFrame((r + d) % p, header, packed.data());
-      const int frame = ex.RecvFrame((r - d + p) % p);
+      const int frame = ex.RecvFrame((r - d + p) % p);  // the world group: peers by rank
       ex.Wait();  // frames stay alive (no Clear) so their payloads back the blocks
       const Header& h = ex.header(frame);
       if (agreement.Check(h)) Unpack(ex.payload(frame), h.payload_bytes, std::min(d, p - d), &window);

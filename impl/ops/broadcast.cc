@@ -1,8 +1,8 @@
-// broadcast. Small tensors: dissemination (ceil(log2 p) rounds in which every rank
-// both sends and receives, so a rank with a different root or shape is always
-// noticed); the data spreads like a binomial tree. Large tensors: an agreement round,
-// then a pipelined chain from the root: each rank forwards every chunk the moment it
-// lands, so all links stream at once.
+// broadcast over a group. Small tensors: dissemination (ceil(log2 n) rounds in which
+// every member both sends and receives, so a member with another root or shape is
+// always noticed); the data spreads like a binomial tree. Large tensors: an agreement
+// round, then a pipelined chain from the root: each member forwards every chunk the
+// moment it lands, so all links stream at once.
 #include <cstring>
 
 #include "impl/ops/agree.h"
@@ -13,6 +13,48 @@ namespace starling::ops {
 namespace {
 
 constexpr size_t kDisseminationMaxBytes = 64 << 10;
+
+void Disseminate(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
+                 const Signature& sig, const std::string& what) {
+  const int n = group.size();
+  bool have = group.index == root_index;
+  Agreement agreement(context.rank(), sig);
+  Exchange ex(context, transport::Channel::kCollective, what);
+  for (int k = 0, d = 1; k < DisseminationRounds(n); ++k, d <<= 1) {
+    Header header;
+    agreement.Stamp(&header);
+    header.aux = have ? 1 : 0;
+    header.payload_bytes = have ? out.bytes : 0;
+    ex.SendFrame(group.peer(d), header, out.data);
+    const int frame = ex.RecvFrame(group.peer(-d));
+    ex.Wait();
+    const Header& h = ex.header(frame);
+    if (agreement.Check(h) && !have && h.aux == 1 && h.payload_bytes == out.bytes) {
+      if (out.bytes > 0) std::memcpy(out.data, ex.payload(frame), out.bytes);
+      have = true;
+    }
+    ex.Clear();
+  }
+  agreement.ThrowIfPoisoned();
+  STARLING_CHECK(have, Code::kInternal, "broadcast data did not reach rank ", context.rank());
+}
+
+void Chain(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
+           const std::string& what) {
+  const int n = group.size();
+  const int position = (group.index - root_index + n) % n;
+  const int next = position < n - 1 ? group.peer(1) : -1;
+  char* data = static_cast<char*>(out.data);
+  Exchange ex(context, transport::Channel::kCollective, what);
+  if (position == 0) {
+    ex.SendRaw(next, data, out.bytes);
+  } else {
+    ex.RecvRaw(group.peer(-1), data, out.bytes, [&ex, data, next](const char*, size_t offset, size_t length) {
+      if (next >= 0) ex.SendRaw(next, data + offset, length);
+    });
+  }
+  ex.Wait();
+}
 
 class BroadcastOp : public runtime::Op {
  public:
@@ -27,71 +69,32 @@ class BroadcastOp : public runtime::Op {
     Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = OpKind::kBroadcast;
-    sig.dtype = static_cast<uint8_t>(in_.dtype);
-    sig.count = static_cast<int64_t>(in_.numel);
-    sig.root = root_;
-    sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
-    const int r = context.rank();
-    if (r == root_ && out_.data != in_.data && in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
-    if (context.size() == 1) return;
-    if (out_.bytes <= kDisseminationMaxBytes) {
-      Disseminate(context, sig);
-    } else {
-      Agree(context, sig, Describe());
-      Chain(context);
-    }
+    RunBroadcast(context, WorldGroup(context), in_, out_, root_, sig, Describe());
   }
 
  private:
-  void Disseminate(runtime::Context& context, const Signature& sig) {
-    const int p = context.size();
-    const int r = context.rank();
-    bool have = r == root_;
-    Agreement agreement(r, sig);
-    Exchange ex(context, transport::Channel::kCollective, Describe());
-    for (int k = 0, d = 1; k < DisseminationRounds(p); ++k, d <<= 1) {
-      Header header;
-      agreement.Stamp(&header);
-      header.aux = have ? 1 : 0;
-      header.payload_bytes = have ? out_.bytes : 0;
-      ex.SendFrame((r + d) % p, header, out_.data);
-      const int frame = ex.RecvFrame((r - d + p) % p);
-      ex.Wait();
-      const Header& h = ex.header(frame);
-      if (agreement.Check(h) && !have && h.aux == 1 && h.payload_bytes == out_.bytes) {
-        if (out_.bytes > 0) std::memcpy(out_.data, ex.payload(frame), out_.bytes);
-        have = true;
-      }
-      ex.Clear();
-    }
-    agreement.ThrowIfPoisoned();
-    STARLING_CHECK(have, Code::kInternal, "broadcast data did not reach rank ", r);
-  }
-
-  void Chain(runtime::Context& context) {
-    const int p = context.size();
-    const int r = context.rank();
-    const int position = (r - root_ + p) % p;
-    const int next = position < p - 1 ? (r + 1) % p : -1;
-    const int prev = (r - 1 + p) % p;
-    char* out = static_cast<char*>(out_.data);
-    Exchange ex(context, transport::Channel::kCollective, Describe());
-    if (position == 0) {
-      ex.SendRaw(next, out, out_.bytes);
-    } else {
-      ex.RecvRaw(prev, out, out_.bytes, [&ex, out, next](const char*, size_t offset, size_t length) {
-        if (next >= 0) ex.SendRaw(next, out + offset, length);
-      });
-    }
-    ex.Wait();
-  }
-
   TensorView in_, out_;
   int root_;
   std::string name_;
 };
 
 }  // namespace
+
+void RunBroadcast(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
+                  int root_index, Signature sig, const std::string& what) {
+  sig.dtype = static_cast<uint8_t>(in.dtype);
+  sig.count = static_cast<int64_t>(in.numel);
+  sig.root = root_index;
+  sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
+  if (group.index == root_index && out.data != in.data && in.bytes > 0) std::memcpy(out.data, in.data, in.bytes);
+  if (group.size() == 1) return;
+  if (out.bytes <= kDisseminationMaxBytes) {
+    Disseminate(context, group, out, root_index, sig, what);
+  } else {
+    Agree(context, group, sig, what);
+    Chain(context, group, out, root_index, what);
+  }
+}
 
 std::unique_ptr<runtime::Op> MakeBroadcast(const runtime::Context& context, const TensorView& in,
                                            const TensorView& out, int root, std::string name) {

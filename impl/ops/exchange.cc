@@ -68,6 +68,12 @@ Exchange::~Exchange() {
   if (active_ > 0) Abandon();
 }
 
+void Exchange::CountSend(size_t bytes) {
+  runtime::Stats& stats = context_.stats();
+  stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
+  stats.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   const size_t bytes = header.payload_bytes;
   const bool inlined = bytes <= inline_;
@@ -80,6 +86,7 @@ void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   std::memcpy(send->buffer.data(), &h, sizeof h);
   if (inlined && bytes > 0) std::memcpy(send->buffer.data() + sizeof h, payload, bytes);
   send->ticket = transport_.Isend(channel_, peer, send->buffer.data(), sizeof h + (inlined ? bytes : 0));
+  CountSend(sizeof h + (inlined ? bytes : 0));
   sends_.push_back(std::move(send));
   ++active_;
   if (!inlined && bytes > 0) SendRaw(peer, payload, bytes);
@@ -97,6 +104,12 @@ int Exchange::RecvFrame(int peer) {
 
 const Header& Exchange::header(int frame) const { return frames_.at(static_cast<size_t>(frame))->header; }
 const char* Exchange::payload(int frame) const { return frames_.at(static_cast<size_t>(frame))->data; }
+
+std::shared_ptr<runtime::ScratchPool::Buffer> Exchange::TakeFrameStorage(int frame) {
+  Frame& f = *frames_.at(static_cast<size_t>(frame));
+  STARLING_CHECK(f.done, Code::kInternal, "TakeFrameStorage on an unfinished frame");
+  return std::make_shared<runtime::ScratchPool::Buffer>(std::move(f.payload_stream ? f.payload : f.buffer));
+}
 
 Exchange::Stream& Exchange::AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes,
                                       size_t chunk, ChunkFn on_chunk) {
@@ -142,6 +155,7 @@ void Exchange::PostChunks(Stream& s) {
     const size_t length = std::min(s.chunk, s.bytes - offset);
     if (s.is_send) {
       s.tickets.push_back(transport_.Isend(channel_, s.peer, s.src + offset, length));
+      CountSend(length);
     } else {
       char* target = s.dst ? s.dst + offset : s.slots[s.posted % s.slots.size()].data();
       s.tickets.push_back(transport_.Irecv(channel_, s.peer, target, length));

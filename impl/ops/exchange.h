@@ -38,6 +38,10 @@ class Exchange {
   // The frame's payload (header().payload_bytes bytes), valid until Clear().
   const char* payload(int frame) const;
 
+  // Moves a completed frame's storage out, so its payload (whose pointer stays valid)
+  // can outlive this Exchange.
+  std::shared_ptr<runtime::ScratchPool::Buffer> TakeFrameStorage(int frame);
+
   // --- raw streams whose size both sides already agreed on ---
   void SendRaw(int peer, const void* data, size_t bytes);
   // Receives straight into dst; on_chunk (optional) runs as each chunk lands.
@@ -66,6 +70,7 @@ class Exchange {
   Stream& AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes, size_t chunk,
                     ChunkFn on_chunk);
   std::string PendingPeers() const;
+  void CountSend(size_t bytes);
   void Abandon();
 
   runtime::Context& context_;

@@ -30,6 +30,9 @@ bool Signature::operator==(const Signature& o) const {
 }
 
 std::string DescribeSignature(const Signature& sig) {
+  if (sig.kind == OpKind::kSetTopology)
+    return Str(sig.extra ? "set_machine_topology" : "set_topology", " #", sig.seq, " (graph fingerprint ", std::hex,
+               sig.count, std::dec, ")");
   std::string s = Str(OpKindName(sig.kind), " #", sig.seq, " (");
   if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce)
     s += Str(ReduceOpName(static_cast<ReduceOp>(sig.reduce)), ", ");

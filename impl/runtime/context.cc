@@ -27,6 +27,10 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     const int nodes = options.nodes_per_machine > 0 ? options.nodes_per_machine : context->config_.nodes_per_machine;
     context->layout_ = context->transport_->ComputeLayout(nodes);
     SetLogRank(context->rank_);
+    // BlueFog's default: the unweighted exponential-2 graph.
+    auto initial = std::make_shared<TopologyState>();
+    initial->graph = std::make_shared<const topology::Graph>(topology::Exponential(context->size_, 2));
+    context->topology_ = std::move(initial);
     context->engine_ = std::make_unique<Engine>(*context);
     context->engine_->Start();
   } catch (...) {
@@ -59,6 +63,26 @@ void Context::Destroy() {
     holds_mpi_ = false;
     transport::MpiLifetime::Release();
   }
+}
+
+std::shared_ptr<const TopologyState> Context::topology() const {
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  return topology_;
+}
+
+std::shared_ptr<const TopologyState> Context::machine_topology() const {
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  return machine_topology_;
+}
+
+void Context::set_topology(std::shared_ptr<const TopologyState> state) {
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  topology_ = std::move(state);
+}
+
+void Context::set_machine_topology(std::shared_ptr<const TopologyState> state) {
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  machine_topology_ = std::move(state);
 }
 
 void Context::MarkBroken(const std::string& reason) {

@@ -7,18 +7,38 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeindex>
+#include <unordered_map>
 
 #include "impl/common/config.h"
+#include "impl/topology/graph.h"
 #include "impl/runtime/engine.h"
 #include "impl/runtime/scratch.h"
 #include "impl/transport/mpi/mpi_transport.h"
 
 namespace starling::runtime {
 
+// Counters behind starling_get_stats (written by the executor, read by anyone).
+struct Stats {
+  std::atomic<uint64_t> operations{0};
+  std::atomic<uint64_t> fused_operations{0};
+  std::atomic<uint64_t> fusion_groups{0};
+  std::atomic<uint64_t> messages_sent{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> scratch_bytes{0};
+};
+
 struct ContextOptions {
   bool use_host_comm = false;
   int64_t host_comm = 0;  // Fortran handle
   int nodes_per_machine = 0;
+};
+
+// A topology as operations see it: immutable, so an operation keeps the snapshot it
+// was submitted with while set_topology installs a new one.
+struct TopologyState {
+  std::shared_ptr<const topology::Graph> graph;
+  bool weighted = false;
 };
 
 class Context {
@@ -40,11 +60,32 @@ class Context {
   transport::Transport& transport() { return *transport_; }
   Engine& engine() { return *engine_; }
 
+  Stats& stats() { return stats_; }
+
   // --- for the executing operation (execution lock held) ---
   ScratchPool& scratch() { return scratch_; }
   // Sequence number of the next collective operation: equal on every rank for the
   // same operation, so messages from a rank that skipped or added one are caught.
   uint64_t NextSequence() { return ++sequence_; }
+
+  // The current (machine) topology; machine_topology() is null until one is set.
+  std::shared_ptr<const TopologyState> topology() const;
+  std::shared_ptr<const TopologyState> machine_topology() const;
+  void set_topology(std::shared_ptr<const TopologyState> state);
+  void set_machine_topology(std::shared_ptr<const TopologyState> state);
+
+  // Windows currently alive (set_topology refuses to run while any exist).
+  std::atomic<int>& live_windows() const { return live_windows_; }
+
+  // Per-context state owned by another module (created on first use). T must be
+  // default-constructible and do its own locking if used outside the execution lock.
+  template <typename T>
+  T& Extension() {
+    std::lock_guard<std::mutex> lock(extensions_mutex_);
+    std::shared_ptr<void>& slot = extensions_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
 
   // After a timeout or transport failure, every later operation fails fast with the
   // original reason instead of hanging.
@@ -65,7 +106,15 @@ class Context {
   std::mutex destroy_mutex_;
 
   ScratchPool scratch_;
+  Stats stats_;
   uint64_t sequence_ = 0;
+
+  mutable std::mutex topology_mutex_;
+  std::shared_ptr<const TopologyState> topology_;
+  std::shared_ptr<const TopologyState> machine_topology_;
+  mutable std::atomic<int> live_windows_{0};
+  std::mutex extensions_mutex_;
+  std::unordered_map<std::type_index, std::shared_ptr<void>> extensions_;
 
   std::atomic<bool> broken_{false};
   mutable std::mutex broken_mutex_;

@@ -16,7 +16,9 @@ double SecondsSince(Clock::time_point start) {
 }  // namespace
 
 Engine::Engine(Context& context)
-    : context_(context), spin_seconds_(context.config().spin_microseconds * 1e-6) {}
+    : context_(context),
+      spin_seconds_(context.config().spin_microseconds * 1e-6),
+      fusion_threshold_(context.config().fusion_threshold) {}
 
 Engine::~Engine() { Stop(); }
 
@@ -97,34 +99,89 @@ void Engine::SetBackgroundPoll(std::function<void()> poll, double interval_secon
 
 void Engine::RunQueued(const Request* until) {
   while (until == nullptr || !until->done()) {
-    std::unique_ptr<Op> op;
+    std::vector<std::unique_ptr<Op>> group;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       if (queue_.empty()) return;
-      op = std::move(queue_.front());
+      group.push_back(std::move(queue_.front()));
       queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_release);
+      CollectFusable(group);
+      queued_.fetch_sub(group.size(), std::memory_order_release);
     }
-    RunOne(*op);
+    if (group.size() == 1) {
+      RunOne(*group[0]);
+    } else {
+      RunFused(group);
+    }
   }
 }
 
+void Engine::CollectFusable(std::vector<std::unique_ptr<Op>>& group) {
+  constexpr size_t kMaxGroup = 256;
+  const std::string& key = group[0]->fusion_key();
+  if (key.empty() || fusion_threshold_ == 0) return;
+  size_t bytes = group[0]->fusion_bytes();
+  while (!queue_.empty() && group.size() < kMaxGroup && queue_.front()->fusion_key() == key &&
+         bytes + queue_.front()->fusion_bytes() <= fusion_threshold_) {
+    bytes += queue_.front()->fusion_bytes();
+    group.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+namespace {
+// The status of the exception in flight, prefixed with the op's description.
+std::pair<Code, std::string> Classify(const Op& op) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return {e.code(), Str(op.Describe(), ": ", e.what())};
+  } catch (const std::bad_alloc&) {
+    return {Code::kOutOfMemory, Str(op.Describe(), ": out of memory")};
+  } catch (const std::exception& e) {
+    return {Code::kInternal, Str(op.Describe(), ": internal error: ", e.what())};
+  }
+}
+}  // namespace
+
 void Engine::RunOne(Op& op) {
-  Code code = Code::kOk;
-  std::string message;
   try {
     context_.CheckUsable();
     op.Run(context_);
-  } catch (const Error& e) {
-    code = e.code();
-    message = Str(op.Describe(), ": ", e.what());
-  } catch (const std::bad_alloc&) {
-    code = Code::kOutOfMemory;
-    message = Str(op.Describe(), ": out of memory");
-  } catch (const std::exception& e) {
-    code = Code::kInternal;
-    message = Str(op.Describe(), ": internal error: ", e.what());
+    Complete(op, Code::kOk, {});
+  } catch (...) {
+    auto [code, message] = Classify(op);
+    Complete(op, code, std::move(message));
   }
+}
+
+void Engine::RunFused(const std::vector<std::unique_ptr<Op>>& group) {
+  std::vector<Op*> members;
+  for (const auto& op : group) members.push_back(op.get());
+  context_.stats().fusion_groups.fetch_add(1, std::memory_order_relaxed);
+  context_.stats().fused_operations.fetch_add(group.size(), std::memory_order_relaxed);
+  STARLING_LOG_DEBUG("fused ", group.size(), " operations starting with ", group[0]->Describe());
+  try {
+    context_.CheckUsable();
+    group[0]->RunGroup(context_, members);
+  } catch (...) {
+    auto [code, message] = Classify(*group[0]);
+    for (const auto& op : group) Complete(*op, code, message);
+    return;
+  }
+  for (const auto& op : group) {
+    if (op->failure) {
+      Complete(*op, op->failure->code(), Str(op->Describe(), ": ", op->failure->what()));
+    } else {
+      Complete(*op, Code::kOk, {});
+    }
+  }
+}
+
+void Engine::Complete(Op& op, Code code, std::string message) {
+  Stats& stats = context_.stats();
+  stats.operations.fetch_add(1, std::memory_order_relaxed);
+  stats.scratch_bytes.store(context_.scratch().bytes_held(), std::memory_order_relaxed);
   if (code == Code::kTimeout || code == Code::kTransport) context_.MarkBroken(message);
   if (code != Code::kOk) STARLING_LOG(LogLevel::kError, message);
   op.request->Complete(code, std::move(message));

@@ -53,6 +53,12 @@ class Engine {
   // lock held.
   void RunQueued(const Request* until);
   void RunOne(Op& op);
+  // Runs a fused group (group[0] first) and completes every member's request.
+  void RunFused(const std::vector<std::unique_ptr<Op>>& group);
+  // Moves into `group` the queued ops that can fuse with group[0]. Queue lock held.
+  void CollectFusable(std::vector<std::unique_ptr<Op>>& group);
+  // Completes `op`'s request from the exception in flight (or success if none).
+  void Complete(Op& op, Code code, std::string message);
   void WakeThreadIfWorkLeft();
 
   Context& context_;
@@ -67,6 +73,7 @@ class Engine {
   std::function<void()> poll_;             // guarded by queue_mutex_
   double poll_interval_ = 0;               // guarded by queue_mutex_
   double spin_seconds_ = 0;
+  size_t fusion_threshold_ = 0;
   std::thread thread_;
 };
 

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "impl/common/error.h"
 #include "impl/runtime/request.h"
 
 namespace starling::runtime {
@@ -20,6 +23,19 @@ class Op {
   // "allreduce 'grad.w' (sum, float32[1024])", for messages and the timeline.
   virtual std::string Describe() const = 0;
 
+  // --- fusion (optional) ---
+  // Operations with equal non-empty keys, queued back to back, may run as one group
+  // through RunGroup, up to STARLING_FUSION_THRESHOLD bytes in total.
+  virtual const std::string& fusion_key() const {
+    static const std::string kNone;
+    return kNone;
+  }
+  virtual size_t fusion_bytes() const { return 0; }
+  // Runs `group` (this op first, all with this op's key). Throwing fails the whole
+  // group; a failure of one member goes into its `failure` instead.
+  virtual void RunGroup(Context& context, const std::vector<Op*>& group) { Run(context); }
+
+  std::optional<Error> failure;
   std::shared_ptr<Request> request = std::make_shared<Request>();
 };
 

@@ -20,9 +20,12 @@
  *   dtypes listed at starling_dtype_supported(). A call is in place when input and
  *   output are the same memory.
  * - Collective calls (marked "Collective") must be made by every rank of the context,
- *   in the same order. When ranks disagree (different operation, dtype, element count
- *   or root), the call fails with STARLING_ERR_MISMATCH on the ranks that exchange
- *   data with a disagreeing rank, never silently and never by hanging forever.
+ *   in the same order. When ranks disagree on a classic collective (different
+ *   operation, dtype, element count or root), every rank fails with
+ *   STARLING_ERR_MISMATCH naming the ranks; neighbor operations fail on the ranks that
+ *   receive mismatching data. Never silent corruption. A rank that never makes the
+ *   call at all is reported by a stall warning and, with STARLING_TIMEOUT_SECONDS, an
+ *   error.
  * - Argument checks happen on the calling thread before anything is queued: a call
  *   with bad arguments fails immediately and leaves no request behind.
  * - Thread safety: all functions may be called from any thread. Operations on one
@@ -156,6 +159,22 @@ STARLING_API starling_status_t starling_machine_size(starling_context_t ctx, int
  * contiguously per machine (rank = machine_rank * local_size + local_rank). */
 STARLING_API starling_status_t starling_is_homogeneous(starling_context_t ctx, int* out);
 
+/* Counters of a context since its creation, for tuning and monitoring. Local. */
+typedef struct starling_stats {
+  size_t struct_size;          /* sizeof(starling_stats_t) */
+  uint64_t operations;         /* operations finished (successfully or not) */
+  uint64_t fused_operations;   /* of those, operations that travelled in a fused group */
+  uint64_t fusion_groups;      /* fused groups (of 2 or more operations) */
+  uint64_t messages_sent;      /* point-to-point messages handed to MPI */
+  uint64_t bytes_sent;
+  uint64_t scratch_bytes;      /* scratch memory the context holds now (reused) */
+} starling_stats_t;
+
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0 }
+
+/* Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);
+
 /* ---------------------------------------------------------------------------------
  * Requests: the handle of a _nonblocking call.
  *
@@ -163,7 +182,7 @@ STARLING_API starling_status_t starling_is_homogeneous(starling_context_t ctx, i
  * starling_request_free once finished, also after an error. */
 
 /* STARLING_IN_PROGRESS while running, else the final status (repeatable). Never
- * blocks; also drives queued work if the progress thread is idle.
+ * blocks: the progress thread finishes the operation in the background.
  * Errors: INVALID_HANDLE, or the operation's own error. */
 STARLING_API starling_status_t starling_request_test(starling_request_t req);
 
@@ -357,6 +376,150 @@ STARLING_API starling_status_t starling_schedule_next(starling_schedule_t sched,
                                                       int* recv_ranks, int recv_capacity,
                                                       int* recv_count);
 STARLING_API starling_status_t starling_schedule_free(starling_schedule_t sched);
+
+/* ---------------------------------------------------------------------------------
+ * The topology of a context. A new context starts with the unweighted exponential-2
+ * graph (BlueFog's default) and no machine topology. */
+
+/* Sets the graph neighbor operations use. is_weighted = 1: operations default to the
+ * graph's weights; 0: to the uniform average over self and in-neighbors.
+ * Collective: every rank must pass the same graph and flag; otherwise every rank
+ * gets STARLING_ERR_MISMATCH and the old topology stays. Operations already submitted
+ * keep the topology they were submitted with. BORROWS topo (copied).
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (graph size != context size), MISMATCH,
+ * INVALID_USAGE (windows exist: free them first). */
+STARLING_API starling_status_t starling_set_topology(starling_context_t ctx, starling_topology_t topo,
+                                                     int is_weighted);
+/* *out = a new handle holding a copy of the context's topology; *is_weighted (may be
+ * NULL) = its flag. PRODUCES *out. Local. */
+STARLING_API starling_status_t starling_get_topology(starling_context_t ctx, starling_topology_t* out,
+                                                     int* is_weighted);
+/* The graph over machines that hierarchical_neighbor_allreduce uses. The layout must
+ * be homogeneous and topo's size must equal machine_size(). Collective, as above. */
+STARLING_API starling_status_t starling_set_machine_topology(starling_context_t ctx,
+                                                             starling_topology_t topo,
+                                                             int is_weighted);
+/* As get_topology; *out = NULL when no machine topology was set. */
+STARLING_API starling_status_t starling_get_machine_topology(starling_context_t ctx,
+                                                             starling_topology_t* out,
+                                                             int* is_weighted);
+/* This rank's in-/out-neighbors in the context's topology (list convention above). */
+STARLING_API starling_status_t starling_in_neighbors(starling_context_t ctx, int* ranks,
+                                                     int capacity, int* count);
+STARLING_API starling_status_t starling_out_neighbors(starling_context_t ctx, int* ranks,
+                                                      int capacity, int* count);
+
+/* ---------------------------------------------------------------------------------
+ * Neighbor collectives: decentralized averaging over the topology.
+ *
+ * Static mode (dynamic = 0): every rank sends to its out-neighbors and receives from
+ * its in-neighbors. Weights: with use_weights = 0, the topology's weights if it was
+ * set weighted, else the uniform average (x + sum of in-neighbors) / (in_degree + 1);
+ * with use_weights = 1, self_weight and one weight per listed source (sources must be
+ * in-neighbors; unlisted in-neighbors get weight 0).
+ * Dynamic mode (dynamic = 1): this call's own graph. Each rank sends to
+ * destination_ranks (optionally scaling what each receives by destination_weights)
+ * and receives from source_ranks with source_weights; use_weights must be 1. Ranks
+ * may be any ranks (not only topology neighbors), unique, never self. With
+ * check_topology = 1 the ranks first verify collectively that every send has a
+ * matching receive; a disagreement fails on every rank with STARLING_ERR_MISMATCH
+ * naming the ranks, before any data moves.
+ * Weights must be finite and >= 0.
+ *
+ * Result: out = self_weight * in + sum over sources j of w_j * d_j * in_j, where d_j
+ * is the weight source j sent with (1 by default). Every dtype is supported; integer
+ * results are computed in float64, rounded to nearest and saturated. In place when
+ * in == out.
+ *
+ * Consecutive nonblocking neighbor_allreduce calls with the same dtype, neighbors and
+ * weights are fused into one message per peer, up to STARLING_FUSION_THRESHOLD bytes;
+ * results are identical to unfused calls. Ranks may fuse differently.
+ *
+ * Collective: every rank calls it in the same order (also ranks that send and
+ * receive nothing). A rank receiving data of another dtype, size or operation from a
+ * neighbor fails with STARLING_ERR_MISMATCH naming the neighbor. */
+typedef struct starling_neighbor_args {
+  size_t struct_size;            /* sizeof(starling_neighbor_args_t) */
+  int use_weights;               /* 1: self_weight and source_weights below */
+  double self_weight;
+  int num_sources;
+  const int* source_ranks;       /* static: in-neighbors to weight; dynamic: ranks to receive from */
+  const double* source_weights;
+  int dynamic;                   /* 1: destination_ranks / source_ranks replace the topology */
+  int num_destinations;
+  const int* destination_ranks;
+  const double* destination_weights; /* NULL: 1.0 for every destination */
+  int check_topology;            /* dynamic only: verify sends and receives match */
+  const char* name;              /* label for diagnostics and the timeline; may be NULL */
+} starling_neighbor_args_t;
+
+#define STARLING_NEIGHBOR_ARGS_INIT \
+  { sizeof(starling_neighbor_args_t), 0, 0.0, 0, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
+
+/* args may be NULL (static mode, default weights). BORROWS in, out, args' arrays
+ * (copied before the call returns). */
+STARLING_API starling_status_t starling_neighbor_allreduce(starling_context_t ctx, const DLTensor* in,
+                                                           DLTensor* out,
+                                                           const starling_neighbor_args_t* args);
+STARLING_API starling_status_t starling_neighbor_allreduce_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args,
+    starling_request_t* req);
+
+/* out = the sources' tensors concatenated along dimension 0, in source order: static
+ * mode, the in-neighbors in ascending rank order; dynamic mode, source_ranks in the
+ * order given. Self is not included. First dimensions may differ; out's first
+ * dimension must equal their sum (see starling_neighbor_allgather_first_dims);
+ * first_dims (NULL or num_sources entries) receives them. Weights are ignored.
+ * Collective, like neighbor_allreduce. */
+STARLING_API starling_status_t starling_neighbor_allgather(starling_context_t ctx, const DLTensor* in,
+                                                           DLTensor* out, int64_t* first_dims,
+                                                           const starling_neighbor_args_t* args);
+STARLING_API starling_status_t starling_neighbor_allgather_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, int64_t* first_dims,
+    const starling_neighbor_args_t* args, starling_request_t* req);
+/* The sources' first dimensions, in source order (first_dims has one entry per source:
+ * in-degree in static mode). Collective. */
+STARLING_API starling_status_t starling_neighbor_allgather_first_dims(
+    starling_context_t ctx, const DLTensor* in, int64_t* first_dims,
+    const starling_neighbor_args_t* args);
+
+/* Hierarchical neighbor allreduce: ranks average inside their machine, the machines'
+ * first local ranks run a neighbor allreduce over the machine topology (args name
+ * machine ids, not ranks: static or dynamic exactly as above), and the result is
+ * shared inside each machine. The result is the weighted average of per-machine
+ * means. Needs a homogeneous layout with local_size() >= 2 and, in static mode, a
+ * machine topology. Collective. */
+STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args);
+STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args,
+    starling_request_t* req);
+
+/* Allreduce among the ranks of this rank's machine only (BlueFog's
+ * allreduce(is_hierarchical_local=True)). Collective over the context. */
+STARLING_API starling_status_t starling_local_allreduce(starling_context_t ctx, const DLTensor* in,
+                                                        DLTensor* out, starling_reduce_op_t op,
+                                                        const char* name);
+STARLING_API starling_status_t starling_local_allreduce_nonblocking(starling_context_t ctx,
+                                                                    const DLTensor* in, DLTensor* out,
+                                                                    starling_reduce_op_t op,
+                                                                    const char* name,
+                                                                    starling_request_t* req);
+
+/* Two ranks average with each other: out = self_weight * in + pair_weight * peer's in.
+ * Only this rank and `peer` call it (each naming the other), not the whole context.
+ * Weights finite and >= 0 (BlueFog's default: 0.5 and 0.5).
+ * Errors: INVALID_ARGUMENT (peer out of range or self), MISMATCH (the peer sent another
+ * dtype or size). */
+STARLING_API starling_status_t starling_pair_gossip(starling_context_t ctx, const DLTensor* in,
+                                                    DLTensor* out, int peer, double self_weight,
+                                                    double pair_weight, const char* name);
+STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context_t ctx,
+                                                                const DLTensor* in, DLTensor* out,
+                                                                int peer, double self_weight,
+                                                                double pair_weight,
+                                                                const char* name,
+                                                                starling_request_t* req);
 
 #ifdef __cplusplus
 }  /* extern "C" */

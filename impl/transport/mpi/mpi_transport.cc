@@ -183,13 +183,14 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   int mine[3] = {leader, layout.local_rank, layout.local_size};
   std::vector<int> all(3 * static_cast<size_t>(size_));
   CheckMpi(MPI_Allgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, collective_comm_), "MPI_Allgather");
-  std::vector<int> leaders;
   for (int r = 0; r < size_; ++r) {
     const int l = all[3 * r];
-    if (l == r) leaders.push_back(r);
-    if (l == leader && r == leader) layout.machine_rank = static_cast<int>(leaders.size()) - 1;
+    if (l == r) layout.machine_leaders.push_back(r);
+    if (l == leader) layout.machine_ranks.push_back(r);
   }
-  layout.machine_size = static_cast<int>(leaders.size());
+  layout.machine_size = static_cast<int>(layout.machine_leaders.size());
+  for (int m = 0; m < layout.machine_size; ++m)
+    if (layout.machine_leaders[m] == leader) layout.machine_rank = m;
   for (int r = 0; r < size_; ++r) {
     const int local_size = all[3 * r + 2];
     if (local_size != layout.local_size || r % local_size != all[3 * r + 1] || all[3 * r] != r - r % local_size)

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 #include "impl/transport/transport.h"
 
@@ -27,6 +28,8 @@ struct Layout {
   int machine_rank = 0;
   int machine_size = 1;
   bool homogeneous = true;
+  std::vector<int> machine_ranks;    // the ranks of this rank's machine, ascending
+  std::vector<int> machine_leaders;  // the lowest rank of each machine, by machine rank
 };
 
 class MpiTransport final : public Transport {

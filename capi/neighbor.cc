@@ -1,0 +1,195 @@
+// Topology of a context and neighbor collectives: glue only.
+#include <cstring>
+
+#include "capi/private/launch.h"
+#include "capi/private/topology_handles.h"
+#include "impl/ops/collectives.h"
+#include "impl/ops/neighbor.h"
+
+using namespace starling;
+using namespace starling::capi;
+
+namespace {
+
+template <typename T>
+std::vector<T> CopyArray(const T* data, int count, const char* name) {
+  STARLING_CHECK_ARG(count >= 0, name, " count is negative (", count, ")");
+  STARLING_CHECK_ARG(count == 0 || data != nullptr, name, " is NULL but its count is ", count);
+  return std::vector<T>(data, data + count);
+}
+
+ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
+  ops::NeighborArgs parsed;
+  if (args == nullptr) return parsed;
+  STARLING_CHECK_ARG(args->struct_size >= offsetof(starling_neighbor_args_t, name) + sizeof(const char*),
+                     "args->struct_size is ", args->struct_size, "; initialize args with STARLING_NEIGHBOR_ARGS_INIT");
+  starling_neighbor_args_t a = STARLING_NEIGHBOR_ARGS_INIT;
+  std::memcpy(&a, args, std::min(args->struct_size, sizeof a));
+  STARLING_CHECK_ARG(a.use_weights == 0 || a.use_weights == 1, "args->use_weights must be 0 or 1");
+  STARLING_CHECK_ARG(a.dynamic == 0 || a.dynamic == 1, "args->dynamic must be 0 or 1");
+  STARLING_CHECK_ARG(a.check_topology == 0 || a.check_topology == 1, "args->check_topology must be 0 or 1");
+  parsed.use_weights = a.use_weights == 1;
+  parsed.self_weight = a.self_weight;
+  parsed.sources = CopyArray(a.source_ranks, a.num_sources, "source_ranks");
+  if (a.source_weights != nullptr) parsed.source_weights = CopyArray(a.source_weights, a.num_sources, "source_weights");
+  STARLING_CHECK_ARG(!parsed.use_weights || a.num_sources == 0 || a.source_weights != nullptr,
+                     "use_weights is 1 but source_weights is NULL");
+  if (!parsed.use_weights) parsed.source_weights.assign(parsed.sources.size(), 0.0);
+  parsed.dynamic = a.dynamic == 1;
+  parsed.destinations = CopyArray(a.destination_ranks, a.num_destinations, "destination_ranks");
+  if (a.destination_weights != nullptr)
+    parsed.destination_weights = CopyArray(a.destination_weights, a.num_destinations, "destination_weights");
+  parsed.check_topology = a.check_topology == 1;
+  if (a.name != nullptr) parsed.name = a.name;
+  return parsed;
+}
+
+
+starling_status_t SetTopology(starling_context_t ctx, starling_topology_t topo, int is_weighted, bool machine) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    STARLING_CHECK_ARG(is_weighted == 0 || is_weighted == 1, "is_weighted must be 0 or 1");
+    return ops::MakeSetTopology(c, TopologyFromHandle(topo), is_weighted == 1, machine);
+  });
+}
+
+starling_status_t GetTopology(starling_context_t ctx, starling_topology_t* out, int* is_weighted, bool machine) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  *out = nullptr;
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  std::shared_ptr<const runtime::TopologyState> state = machine ? context->machine_topology() : context->topology();
+  if (is_weighted) *is_weighted = state && state->weighted ? 1 : 0;
+  if (state) *out = TopologyToHandle(state->graph);
+  STARLING_API_END();
+}
+
+starling_status_t Neighbors(starling_context_t ctx, int* ranks, int capacity, int* count, bool in) {
+  STARLING_API_BEGIN();
+  CheckOut(count, "count");
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  const std::shared_ptr<const runtime::TopologyState> state = context->topology();
+  const std::vector<int> list = in ? state->graph->in_neighbors(context->rank()) : state->graph->out_neighbors(context->rank());
+  *count = static_cast<int>(list.size());
+  STARLING_CHECK_ARG(capacity >= 0, "capacity is negative (", capacity, ")");
+  STARLING_CHECK_ARG(capacity == 0 || ranks != nullptr, "ranks is NULL but capacity is ", capacity);
+  STARLING_CHECK_ARG(capacity >= *count || (ranks == nullptr && capacity == 0 && *count == 0), "capacity ", capacity,
+                     " is smaller than the ", *count, in ? " in-neighbors" : " out-neighbors");
+  if (*count > 0) std::memcpy(ranks, list.data(), list.size() * sizeof(int));
+  STARLING_API_END();
+}
+
+
+
+}  // namespace
+
+extern "C" {
+
+STARLING_API starling_status_t starling_set_topology(starling_context_t ctx, starling_topology_t topo,
+                                                     int is_weighted) {
+  return SetTopology(ctx, topo, is_weighted, false);
+}
+STARLING_API starling_status_t starling_get_topology(starling_context_t ctx, starling_topology_t* out,
+                                                     int* is_weighted) {
+  return GetTopology(ctx, out, is_weighted, false);
+}
+STARLING_API starling_status_t starling_set_machine_topology(starling_context_t ctx, starling_topology_t topo,
+                                                             int is_weighted) {
+  return SetTopology(ctx, topo, is_weighted, true);
+}
+STARLING_API starling_status_t starling_get_machine_topology(starling_context_t ctx, starling_topology_t* out,
+                                                             int* is_weighted) {
+  return GetTopology(ctx, out, is_weighted, true);
+}
+STARLING_API starling_status_t starling_in_neighbors(starling_context_t ctx, int* ranks, int capacity, int* count) {
+  return Neighbors(ctx, ranks, capacity, count, true);
+}
+STARLING_API starling_status_t starling_out_neighbors(starling_context_t ctx, int* ranks, int capacity, int* count) {
+  return Neighbors(ctx, ranks, capacity, count, false);
+}
+
+STARLING_API starling_status_t starling_neighbor_allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                           const starling_neighbor_args_t* args) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    return ops::MakeNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
+  });
+}
+STARLING_API starling_status_t starling_neighbor_allreduce_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                                       DLTensor* out,
+                                                                       const starling_neighbor_args_t* args,
+                                                                       starling_request_t* req) {
+  return Launch(ctx, req, true, [&](const runtime::Context& c) {
+    return ops::MakeNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
+  });
+}
+
+STARLING_API starling_status_t starling_neighbor_allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                           int64_t* first_dims,
+                                                           const starling_neighbor_args_t* args) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    const TensorView o = ViewOf(out, "out");
+    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), &o, first_dims, ParseArgs(args));
+  });
+}
+STARLING_API starling_status_t starling_neighbor_allgather_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                                       DLTensor* out, int64_t* first_dims,
+                                                                       const starling_neighbor_args_t* args,
+                                                                       starling_request_t* req) {
+  return Launch(ctx, req, true, [&](const runtime::Context& c) {
+    const TensorView o = ViewOf(out, "out");
+    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), &o, first_dims, ParseArgs(args));
+  });
+}
+STARLING_API starling_status_t starling_neighbor_allgather_first_dims(starling_context_t ctx, const DLTensor* in,
+                                                                      int64_t* first_dims,
+                                                                      const starling_neighbor_args_t* args) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), nullptr, first_dims, ParseArgs(args));
+  });
+}
+
+STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce(starling_context_t ctx, const DLTensor* in,
+                                                                        DLTensor* out,
+                                                                        const starling_neighbor_args_t* args) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    return ops::MakeHierarchicalNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
+  });
+}
+STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args,
+    starling_request_t* req) {
+  return Launch(ctx, req, true, [&](const runtime::Context& c) {
+    return ops::MakeHierarchicalNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
+  });
+}
+
+STARLING_API starling_status_t starling_local_allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                        starling_reduce_op_t op, const char* name) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    return ops::MakeLocalAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
+  });
+}
+STARLING_API starling_status_t starling_local_allreduce_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                                    DLTensor* out, starling_reduce_op_t op,
+                                                                    const char* name, starling_request_t* req) {
+  return Launch(ctx, req, true, [&](const runtime::Context& c) {
+    return ops::MakeLocalAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
+  });
+}
+
+STARLING_API starling_status_t starling_pair_gossip(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                    int peer, double self_weight, double pair_weight,
+                                                    const char* name) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    return ops::MakePairGossip(c, ViewOf(in, "in"), ViewOf(out, "out"), peer, self_weight, pair_weight, NameOf(name));
+  });
+}
+STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                                DLTensor* out, int peer, double self_weight,
+                                                                double pair_weight, const char* name,
+                                                                starling_request_t* req) {
+  return Launch(ctx, req, true, [&](const runtime::Context& c) {
+    return ops::MakePairGossip(c, ViewOf(in, "in"), ViewOf(out, "out"), peer, self_weight, pair_weight, NameOf(name));
+  });
+}
+
+}  // extern "C"

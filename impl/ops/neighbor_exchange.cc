@@ -1,0 +1,136 @@
+#include "impl/ops/neighbor_exchange.h"
+
+#include <cstring>
+
+namespace starling::ops {
+namespace {
+
+constexpr uint64_t kDataFollows = 1;  // Header::aux: segment data arrive as raw streams
+
+// `keep` holds the frame payload until the sends complete (a payload above the inline
+// limit is sent from this memory, not copied).
+void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& outgoing,
+          std::vector<std::vector<char>>& keep) {
+  const size_t table_bytes = outgoing.size() * sizeof(SegmentInfo);
+  size_t data_bytes = 0;
+  for (const Outgoing& o : outgoing) data_bytes += o.info.bytes;
+  const bool packed = table_bytes + data_bytes <= ex.inline_bytes();
+  keep.emplace_back(table_bytes + (packed ? data_bytes : 0));
+  std::vector<char>& payload = keep.back();
+  char* cursor = payload.data() + table_bytes;
+  for (size_t i = 0; i < outgoing.size(); ++i) {
+    SegmentInfo info = outgoing[i].info;
+    info.weight = weight;
+    std::memcpy(payload.data() + i * sizeof(SegmentInfo), &info, sizeof info);
+    if (packed && info.bytes > 0) {
+      std::memcpy(cursor, outgoing[i].data, info.bytes);
+      cursor += info.bytes;
+    }
+  }
+  Header header;
+  header.sender = -1;
+  header.sig.kind = OpKind::kNeighborAllreduce;  // marks a neighbor frame
+  header.sig.count = static_cast<int64_t>(outgoing.size());
+  header.payload_bytes = payload.size();
+  header.aux = packed ? 0 : kDataFollows;
+  ex.SendFrame(peer, header, payload.data());
+  if (!packed) {
+    for (const Outgoing& o : outgoing)
+      if (o.info.bytes > 0) ex.SendRaw(peer, o.data, o.info.bytes);
+  }
+}
+
+// Moves, for each source still missing segments, its stashed segments into `result`.
+// Returns true when every source has all of `seqs`.
+bool TakeFromMailbox(Mailbox& mailbox, const std::vector<int>& sources, const std::vector<uint64_t>& seqs,
+                     std::vector<std::vector<Segment>>& result, const std::string& what) {
+  bool complete = true;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    std::deque<Segment>& stash = mailbox.from(sources[s]);
+    while (result[s].size() < seqs.size() && !stash.empty()) {
+      const uint64_t expected = seqs[result[s].size()];
+      const Segment& front = stash.front();
+      STARLING_CHECK(front.info.seq == expected, Code::kMismatch, what, ": rank ", sources[s], " sent ",
+                     DescribeSegment(front.info), " where this rank expected data for operation #", expected,
+                     front.info.seq < expected ? " (it sent data this rank never asked for: its destinations and "
+                                                 "this rank's sources disagree)"
+                                               : " (it skipped an operation or does not send to this rank)");
+      result[s].push_back(stash.front());
+      stash.pop_front();
+    }
+    if (result[s].size() < seqs.size()) complete = false;
+  }
+  return complete;
+}
+
+}  // namespace
+
+std::string DescribeSegment(const SegmentInfo& info) {
+  std::string s = Str(OpKindName(info.kind), " #", info.seq, " (");
+  if (info.dtype < kNumDTypes) s += Str(DTypeName(static_cast<DType>(info.dtype)), ", ");
+  if (info.kind == OpKind::kNeighborAllgather)
+    s += Str(info.first_dim, " rows of ", info.count, " bytes");
+  else
+    s += Str(info.count, " elements");
+  return s + ")";
+}
+
+std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, const std::vector<int>& destinations,
+                                                   const std::vector<double>& destination_weights,
+                                                   const std::vector<Outgoing>& outgoing,
+                                                   const std::vector<int>& sources,
+                                                   const std::vector<uint64_t>& seqs, const std::string& what) {
+  Mailbox& mailbox = context.Extension<Mailbox>();
+  Exchange sends(context, transport::Channel::kCollective, what);
+  std::vector<std::vector<char>> keep;
+  keep.reserve(destinations.size());
+  for (size_t d = 0; d < destinations.size(); ++d)
+    Send(sends, destinations[d], destination_weights[d], outgoing, keep);
+
+  std::vector<std::vector<Segment>> result(sources.size());
+  while (!TakeFromMailbox(mailbox, sources, seqs, result, what)) {
+    // One more frame from every source still missing segments.
+    Exchange ex(context, transport::Channel::kCollective, what);
+    std::vector<int> frames(sources.size(), -1);
+    for (size_t s = 0; s < sources.size(); ++s)
+      if (result[s].size() < seqs.size()) frames[s] = ex.RecvFrame(sources[s]);
+    ex.Wait();
+    std::vector<std::vector<Segment>> arrived(sources.size());
+    for (size_t s = 0; s < sources.size(); ++s) {
+      if (frames[s] < 0) continue;
+      const Header& h = ex.header(frames[s]);
+      STARLING_CHECK(h.sig.kind == OpKind::kNeighborAllreduce && h.sig.count >= 0 &&
+                         h.payload_bytes >= static_cast<uint64_t>(h.sig.count) * sizeof(SegmentInfo),
+                     Code::kMismatch, what, ": rank ", sources[s], " sent ", DescribeSignature(h.sig),
+                     " where this rank expected neighbor data; ranks are calling different operations");
+      std::shared_ptr<runtime::ScratchPool::Buffer> storage = ex.TakeFrameStorage(frames[s]);
+      const char* payload = ex.payload(frames[s]);
+      const char* cursor = payload + h.sig.count * sizeof(SegmentInfo);
+      for (int64_t i = 0; i < h.sig.count; ++i) {
+        Segment segment;
+        std::memcpy(&segment.info, payload + i * sizeof(SegmentInfo), sizeof(SegmentInfo));
+        if (h.aux == kDataFollows) {
+          if (segment.info.bytes > 0) {
+            segment.storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(segment.info.bytes));
+            segment.data = segment.storage->data();
+            ex.RecvRaw(sources[s], segment.storage->data(), segment.info.bytes);
+          }
+        } else {
+          STARLING_CHECK(cursor + segment.info.bytes <= payload + h.payload_bytes, Code::kMismatch, what,
+                         ": malformed neighbor data from rank ", sources[s]);
+          segment.storage = storage;
+          segment.data = cursor;
+          cursor += segment.info.bytes;
+        }
+        arrived[s].push_back(std::move(segment));
+      }
+    }
+    ex.Wait();  // raw data of the segments
+    for (size_t s = 0; s < sources.size(); ++s)
+      for (Segment& segment : arrived[s]) mailbox.from(sources[s]).push_back(std::move(segment));
+  }
+  sends.Wait();
+  return result;
+}
+
+}  // namespace starling::ops

@@ -1,0 +1,66 @@
+// pair_gossip: two ranks exchange tensors on their own channel (only the pair calls
+// it, so it takes no part in the context's collective sequence) and each computes
+// out = self_weight * in + pair_weight * peer's in.
+#include "impl/ops/collectives.h"
+#include "impl/ops/exchange.h"
+#include "impl/ops/neighbor.h"
+#include "impl/ops/reduce.h"
+
+#include <cmath>
+
+namespace starling::ops {
+namespace {
+
+class PairGossipOp : public runtime::Op {
+ public:
+  PairGossipOp(const TensorView& in, const TensorView& out, int peer, double self_weight, double pair_weight,
+               std::string name)
+      : in_(in), out_(out), peer_(peer), self_weight_(self_weight), pair_weight_(pair_weight), name_(std::move(name)) {}
+
+  std::string Describe() const override {
+    return DescribeOp("pair_gossip", name_, Str(in_.Describe(), ", peer ", peer_));
+  }
+
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.kind = OpKind::kPairGossip;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.count = static_cast<int64_t>(in_.numel);
+    Agreement agreement(context.rank(), sig);
+    Exchange ex(context, transport::Channel::kPeer, Describe());
+    Header header;
+    agreement.Stamp(&header);
+    header.payload_bytes = in_.bytes;
+    ex.SendFrame(peer_, header, in_.data);
+    const int frame = ex.RecvFrame(peer_);
+    ex.Wait();
+    const Header& h = ex.header(frame);
+    STARLING_CHECK(agreement.Check(h) && h.payload_bytes == in_.bytes, Code::kMismatch, "rank ", peer_, " sent ",
+                   DescribeSignature(h.sig), " but this rank called ", DescribeSignature(sig));
+    const void* peer_data = ex.payload(frame);
+    WeightedSum(out_.data, in_.data, self_weight_, &peer_data, &pair_weight_, 1, out_.numel, out_.dtype);
+  }
+
+ private:
+  TensorView in_, out_;
+  int peer_;
+  double self_weight_, pair_weight_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakePairGossip(const runtime::Context& context, const TensorView& in,
+                                            const TensorView& out, int peer, double self_weight,
+                                            double pair_weight, std::string name) {
+  CheckSameLayout(in, out, "in", "out");
+  CheckInOut(in, out, "in", "out");
+  STARLING_CHECK_ARG(peer >= 0 && peer < context.size(), "pair_gossip peer ", peer, " is out of range [0, ",
+                     context.size(), ")");
+  STARLING_CHECK_ARG(peer != context.rank(), "pair_gossip peer ", peer, " is this rank; name the other rank");
+  for (double w : {self_weight, pair_weight})
+    STARLING_CHECK_ARG(std::isfinite(w) && w >= 0, "pair_gossip weight ", w, " must be finite and >= 0");
+  return std::make_unique<PairGossipOp>(in, out, peer, self_weight, pair_weight, std::move(name));
+}
+
+}  // namespace starling::ops
