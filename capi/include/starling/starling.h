@@ -107,6 +107,7 @@ typedef struct starling_context_s* starling_context_t;
 typedef struct starling_request_s* starling_request_t;
 typedef struct starling_topology_s* starling_topology_t;
 typedef struct starling_schedule_s* starling_schedule_t;
+typedef struct starling_window_s* starling_window_t;
 
 /* ---------------------------------------------------------------------------------
  * Contexts. A context is a group of ranks with one progress engine.
@@ -520,6 +521,134 @@ STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context
                                                                 double pair_weight,
                                                                 const char* name,
                                                                 starling_request_t* req);
+
+/* ---------------------------------------------------------------------------------
+ * One-sided windows: a rank writes into (or reads from) its neighbors' memory and
+ * moves on; the target's progress thread applies the data while the target's own
+ * thread computes and calls nothing.
+ *
+ * A window is created collectively over a tensor under a name. Each rank then keeps
+ * one buffer per in-neighbor of the context's topology (the topology cannot change
+ * while windows exist). put / accumulate send this rank's tensor into the buffers its
+ * out-neighbors keep for it; get fetches in-neighbors' window tensors into the local
+ * buffers; update combines the window tensor with the buffers. Each buffer has a
+ * version counter (puts and gets arrived since the last update) and, when associated
+ * p is enabled on the context (push-sum), a scalar p that travels with the data.
+ *
+ * Guarantees: when a put, accumulate or get returns (or its request completes), the
+ * data is in the destination buffer and its version is counted. Buffer writes and
+ * updates are atomic with respect to each other (an update never sees a half-written
+ * buffer). The window BORROWS its tensor until it is freed: update writes it and
+ * remote gets read it. */
+
+/* Creates window `name` over `tensor`; buffers start as copies of the tensor, or
+ * zeros with zero_init = 1. Collective: every rank passes the same name, dtype and
+ * shape. PRODUCES *out (the handle is also found by starling_window_lookup).
+ * Errors: INVALID_ARGUMENT, ALREADY_EXISTS (name taken), MISMATCH (ranks disagree). */
+STARLING_API starling_status_t starling_window_create(starling_context_t ctx, DLTensor* tensor,
+                                                      const char* name, int zero_init,
+                                                      starling_window_t* out);
+/* Frees the window after every rank's earlier operations on it finished. Collective.
+ * The handle is invalid afterwards. */
+STARLING_API starling_status_t starling_window_free(starling_window_t win);
+/* The handle of the window called `name`. Errors: NOT_FOUND. */
+STARLING_API starling_status_t starling_window_lookup(starling_context_t ctx, const char* name,
+                                                      starling_window_t* out);
+/* The names of the context's windows, sorted, separated by '\n', NUL-terminated.
+ * *length = the text's length without the NUL; buffer may be NULL when capacity is 0;
+ * a capacity below *length + 1 is INVALID_ARGUMENT. */
+STARLING_API starling_status_t starling_window_names(starling_context_t ctx, char* buffer,
+                                                     size_t capacity, size_t* length);
+
+typedef struct starling_window_args {
+  size_t struct_size;   /* sizeof(starling_window_args_t) */
+  /* put / accumulate: destinations (default: every out-neighbor); get: sources
+   * (default: every in-neighbor). weights (NULL: 1.0 each) scale what lands in the
+   * buffer. Ranks must be out-neighbors (put, accumulate) or in-neighbors (get). */
+  int num_ranks;
+  const int* ranks;
+  const double* weights;
+  /* put / accumulate: afterwards this rank's tensor (and p) is multiplied by
+   * self_weight (BlueFog's semantics; 1.0 leaves it alone). */
+  double self_weight;
+  /* Hold the target's mutex for this rank while writing (see mutex_acquire). */
+  int require_mutex;
+} starling_window_args_t;
+
+#define STARLING_WINDOW_ARGS_INIT { sizeof(starling_window_args_t), 0, NULL, NULL, 1.0, 0 }
+
+/* Sends `tensor` (same dtype and shape as the window's) to the destinations' buffers
+ * for this rank, overwriting them and counting a version. args may be NULL. */
+STARLING_API starling_status_t starling_window_put(starling_window_t win, DLTensor* tensor,
+                                                   const starling_window_args_t* args);
+STARLING_API starling_status_t starling_window_put_nonblocking(starling_window_t win,
+                                                               DLTensor* tensor,
+                                                               const starling_window_args_t* args,
+                                                               starling_request_t* req);
+/* As put, but adds into the destination buffers (no version is counted, as BlueFog). */
+STARLING_API starling_status_t starling_window_accumulate(starling_window_t win, DLTensor* tensor,
+                                                          const starling_window_args_t* args);
+STARLING_API starling_status_t starling_window_accumulate_nonblocking(
+    starling_window_t win, DLTensor* tensor, const starling_window_args_t* args,
+    starling_request_t* req);
+/* Fetches each source's window tensor into this rank's buffer for it (scaled by its
+ * weight) and counts a version. self_weight is ignored. */
+STARLING_API starling_status_t starling_window_get(starling_window_t win,
+                                                   const starling_window_args_t* args);
+STARLING_API starling_status_t starling_window_get_nonblocking(starling_window_t win,
+                                                               const starling_window_args_t* args,
+                                                               starling_request_t* req);
+
+typedef struct starling_window_update_args {
+  size_t struct_size;   /* sizeof(starling_window_update_args_t) */
+  /* 0: the topology's weights if it is weighted, else the uniform average over the
+   * tensor and every in-neighbor buffer. 1: self_weight and the listed in-neighbors
+   * (others are left out). */
+  int use_weights;
+  double self_weight;
+  int num_ranks;
+  const int* ranks;
+  const double* weights;
+  int reset;            /* zero the buffers used (and their p) afterwards */
+  int require_mutex;    /* hold this rank's mutexes for those buffers meanwhile */
+} starling_window_update_args_t;
+
+#define STARLING_WINDOW_UPDATE_ARGS_INIT \
+  { sizeof(starling_window_update_args_t), 0, 0.0, 0, NULL, NULL, 0, 0 }
+
+/* tensor = self_weight * tensor + sum_r w_r * buffer_r, in place on the window's
+ * tensor; versions are reset to 0. Local: no communication, runs on the calling
+ * thread. args may be NULL. */
+STARLING_API starling_status_t starling_window_update(starling_window_t win,
+                                                      const starling_window_update_args_t* args);
+/* tensor += sum of every in-neighbor buffer, then those buffers are zeroed (push-sum's
+ * collect step). Local. */
+STARLING_API starling_status_t starling_window_update_then_collect(starling_window_t win,
+                                                                   int require_mutex);
+/* Per in-neighbor, ascending: the number of puts and gets that arrived since the last
+ * update (list convention above). Local. */
+STARLING_API starling_status_t starling_window_versions(starling_window_t win, int* ranks,
+                                                        int64_t* versions, int capacity,
+                                                        int* count);
+/* Distributed mutexes, one per (owner rank, neighbor rank) per window: the owner's
+ * buffer for that neighbor. for_self = 0: acquire, on each listed rank (default: every
+ * out-neighbor), the mutex guarding its buffer for this rank. for_self = 1: this
+ * rank's own mutexes for the listed ranks (default: every in-neighbor). Blocks until
+ * granted. Release with the same arguments. */
+STARLING_API starling_status_t starling_window_mutex_acquire(starling_window_t win,
+                                                             const int* ranks, int count,
+                                                             int for_self);
+STARLING_API starling_status_t starling_window_mutex_release(starling_window_t win,
+                                                             const int* ranks, int count,
+                                                             int for_self);
+
+/* Associated p (push-sum): when enabled on the context, put/accumulate carry
+ * p * weight into the destination's p for this rank, self_weight scales p, and
+ * update combines p with the same weights. p starts at 1.0. */
+STARLING_API starling_status_t starling_set_window_associated_p_enabled(starling_context_t ctx,
+                                                                        int enabled);
+STARLING_API starling_status_t starling_window_associated_p(starling_window_t win, double* out);
+STARLING_API starling_status_t starling_window_set_associated_p(starling_window_t win, double p);
 
 #ifdef __cplusplus
 }  /* extern "C" */
