@@ -12,16 +12,6 @@
 namespace starling::ops {
 namespace {
 
-uint32_t HashTrailing(const TensorView& t) {
-  uint32_t h = 2166136261u ^ static_cast<uint32_t>(t.ndim());
-  for (int i = 1; i < t.ndim(); ++i) {
-    const auto d = static_cast<uint64_t>(t.shape[i]);
-    h = (h ^ static_cast<uint32_t>(d)) * 16777619u;
-    h = (h ^ static_cast<uint32_t>(d >> 32)) * 16777619u;
-  }
-  return h;
-}
-
 // out = self_weight * x + sum_j w_j * d_j * in_j (or the uniform average), skipping
 // sources whose weight is 0.
 void Combine(const NeighborPlan& plan, const TensorView& in, const TensorView& out,
@@ -146,7 +136,7 @@ class NeighborAllgatherOp : public runtime::Op {
     info.count = static_cast<int64_t>(in_.row_bytes());
     info.first_dim = in_.first_dim();
     info.bytes = gather_ ? in_.bytes : 0;
-    info.shape_hash = HashTrailing(in_) ^ (gather_ ? 0u : 0x80000000u);
+    info.shape_hash = TrailingShapeHash(in_) ^ (gather_ ? 0u : 0x80000000u);
     if (plan_.check) CheckSendRecvMatch(context, plan_.send_ranks, plan_.recv_ranks, info.seq, Describe());
     const auto received = NeighborExchange(context, plan_.send_ranks, plan_.send_weights, {Outgoing{info, in_.data}},
                                            plan_.recv_ranks, {info.seq}, Describe());
