@@ -134,6 +134,34 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   STARLING_API_END();
 }
 
+STARLING_API starling_status_t starling_timeline_enabled(starling_context_t ctx, int* out) {
+  STARLING_API_BEGIN();
+  *CheckOut(out, "out") = Contexts().Get(ctx)->timeline() ? 1 : 0;
+  STARLING_API_END();
+}
+
+static runtime::Timeline& TimelineOf(starling_context_t ctx, const char* name) {
+  STARLING_CHECK_ARG(name != nullptr, "name must not be NULL");
+  runtime::Timeline* timeline = Contexts().Get(ctx)->timeline();
+  STARLING_CHECK(timeline != nullptr, Code::kInvalidUsage,
+                 "the timeline is off: set STARLING_TIMELINE=<file prefix> before creating the context");
+  return *timeline;
+}
+
+STARLING_API starling_status_t starling_timeline_start_activity(starling_context_t ctx, const char* name,
+                                                                const char* activity) {
+  STARLING_API_BEGIN();
+  STARLING_CHECK_ARG(activity != nullptr, "activity must not be NULL");
+  TimelineOf(ctx, name).Begin(name, activity);
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_timeline_end_activity(starling_context_t ctx, const char* name) {
+  STARLING_API_BEGIN();
+  TimelineOf(ctx, name).End(name);
+  STARLING_API_END();
+}
+
 STARLING_API starling_status_t starling_request_test(starling_request_t req) {
   STARLING_API_BEGIN();
   std::shared_ptr<RequestEntry> entry = Requests().Get(req);

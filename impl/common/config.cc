@@ -25,7 +25,7 @@ const std::vector<ConfigVar> kTable = {
     {"STARLING_NODES_PER_MACHINE", "BLUEFOG_NODES_PER_MACHINE", "0",
      "ranks per machine; 0 detects machines by shared memory, >0 groups consecutive ranks (simulates machines)"},
     {"STARLING_TIMELINE", "BLUEFOG_TIMELINE", "",
-     "file prefix: write a Chrome-trace timeline per rank to <prefix><rank>.json; empty disables"},
+     "file prefix: each rank writes a Chrome-trace timeline of its operations to <prefix><rank>.json; empty disables"},
     {"STARLING_CHUNK_BYTES", nullptr, "1048576",
      "bytes: large messages are split into chunks of this size so transfers overlap reductions"},
     {"STARLING_INLINE_BYTES", nullptr, "16384",

@@ -49,6 +49,7 @@ void Engine::Stop() {
 
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   std::shared_ptr<Request> request = op->request;
+  if (Timeline* timeline = context_.timeline()) timeline->Instant(op->TimelineLane(), "ENQUEUE");
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -160,11 +161,16 @@ std::pair<Code, std::string> Classify(const Op& op) {
 }  // namespace
 
 void Engine::RunOne(Op& op) {
+  Timeline* timeline = context_.timeline();
+  const std::string lane = timeline ? op.TimelineLane() : std::string();
+  if (timeline) timeline->Begin(lane, "RUN", op.Describe());
   try {
     context_.CheckUsable();
     op.Run(context_);
+    if (timeline) timeline->End(lane);
     Complete(op, Code::kOk, {});
   } catch (...) {
+    if (timeline) timeline->End(lane);
     auto [code, message] = Classify(op);
     Complete(op, code, std::move(message));
   }
@@ -176,10 +182,19 @@ void Engine::RunFused(const std::vector<std::unique_ptr<Op>>& group) {
   context_.stats().fusion_groups.fetch_add(1, std::memory_order_relaxed);
   context_.stats().fused_operations.fetch_add(group.size(), std::memory_order_relaxed);
   STARLING_LOG_DEBUG("fused ", group.size(), " operations starting with ", group[0]->Describe());
+  Timeline* timeline = context_.timeline();
+  if (timeline)
+    for (Op* op : members) timeline->Begin(op->TimelineLane(), Str("RUN (fused, ", group.size(), " operations)"));
+  auto end_spans = [&] {
+    if (timeline)
+      for (Op* op : members) timeline->End(op->TimelineLane());
+  };
   try {
     context_.CheckUsable();
     group[0]->RunGroup(context_, members);
+    end_spans();
   } catch (...) {
+    end_spans();
     auto [code, message] = Classify(*group[0]);
     for (const auto& op : group) Complete(*op, code, message);
     return;
