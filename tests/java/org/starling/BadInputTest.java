@@ -53,6 +53,8 @@ public class BadInputTest {
         () -> Tensor.of(direct(16), DType.INT64, 1));
     TestSupport.expect(IllegalArgumentException.class, "negative dimension",
         () -> Tensor.of(direct(16), DType.FLOAT32, -4));
+    TestSupport.expect(IllegalArgumentException.class, "too many elements",
+        () -> Tensor.allocate(DType.FLOAT64, Long.MAX_VALUE / 2, 4));
     TestSupport.expect(IllegalArgumentException.class, "has 6 elements but the float[] has 5",
         () -> Tensor.of(new float[5], 2, 3));
     TestSupport.expect(IllegalArgumentException.class, "buffer must not be null",

@@ -54,6 +54,9 @@ public class CollectivesTest {
         }
       }
     }
+    // Empty tensors are legal and leave every rank in step.
+    Tensor empty = Tensor.allocate(DType.FLOAT32, 0, 3);
+    ctx.allreduce(empty, empty, ReduceOp.SUM);
     // uint8: non-negative values.
     Tensor u = Tensor.allocate(DType.UINT8, 4);
     for (int i = 0; i < 4; ++i) u.setDouble(i, 10 * i + rank);

@@ -113,9 +113,14 @@ public final class Tensor {
   }
 
   private static long numel(long[] dims) {
-    long n = 1;
-    for (long d : dims) n = Math.multiplyExact(n, d);
-    return n;
+    try {
+      long n = 1;
+      for (long d : dims) n = Math.multiplyExact(n, d);
+      Math.multiplyExact(n, 8L); // the byte count of any dtype fits in a long
+      return n;
+    } catch (ArithmeticException e) {
+      throw new IllegalArgumentException("shape " + Arrays.toString(dims) + " has too many elements");
+    }
   }
 
   public DType dtype() {
