@@ -88,8 +88,11 @@ class AllgatherOp : public runtime::Op {
       const int send_block = (r - s + p) % p;
       const int recv_block = (r - s - 1 + p) % p;
       ex.Clear();
-      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], offset[send_block + 1] - offset[send_block]);
-      if (streamed(recv_block)) ex.RecvRaw(left, out + offset[recv_block], offset[recv_block + 1] - offset[recv_block]);
+      const size_t send_bytes = offset[send_block + 1] - offset[send_block];
+      const size_t recv_bytes = offset[recv_block + 1] - offset[recv_block];
+      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], send_bytes, WholeMessageChunk(send_bytes));
+      if (streamed(recv_block))
+        ex.RecvRaw(left, out + offset[recv_block], recv_bytes, nullptr, WholeMessageChunk(recv_bytes));
       ex.Wait();
     }
   }

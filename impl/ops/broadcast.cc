@@ -46,12 +46,17 @@ void Chain(runtime::Context& context, const Group& group, const TensorView& out,
   const int next = position < n - 1 ? group.peer(1) : -1;
   char* data = static_cast<char*>(out.data);
   Exchange ex(context, transport::Channel::kCollective, what);
+  // Chunks let every link of a longer chain stream at once; two ranks need one message.
+  const size_t chunk = n == 2 ? WholeMessageChunk(out.bytes) : ex.chunk_bytes();
   if (position == 0) {
-    ex.SendRaw(next, data, out.bytes);
+    ex.SendRaw(next, data, out.bytes, chunk);
   } else {
-    ex.RecvRaw(group.peer(-1), data, out.bytes, [&ex, data, next](const char*, size_t offset, size_t length) {
-      if (next >= 0) ex.SendRaw(next, data + offset, length);
-    });
+    ex.RecvRaw(
+        group.peer(-1), data, out.bytes,
+        [&ex, data, next, chunk](const char*, size_t offset, size_t length) {
+          if (next >= 0) ex.SendRaw(next, data + offset, length, chunk);
+        },
+        chunk);
   }
   ex.Wait();
 }
