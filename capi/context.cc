@@ -34,20 +34,15 @@ void RunNonblocking(const std::shared_ptr<runtime::Context>& context, std::uniqu
 namespace {
 
 runtime::ContextOptions ParseOptions(const starling_context_options_t* options) {
+  const starling_context_options_t o = CopyOptions(
+      options, starling_context_options_t STARLING_CONTEXT_OPTIONS_INIT,
+      offsetof(starling_context_options_t, host_comm) + sizeof(int64_t), "options", "STARLING_CONTEXT_OPTIONS_INIT");
+  STARLING_CHECK_ARG(o.use_host_comm == 0 || o.use_host_comm == 1, "options->use_host_comm must be 0 or 1, got ",
+                     o.use_host_comm);
   runtime::ContextOptions parsed;
-  if (options == nullptr) return parsed;
-  STARLING_CHECK_ARG(options->struct_size >= offsetof(starling_context_options_t, host_comm) + sizeof(int64_t),
-                     "options->struct_size is ", options->struct_size,
-                     "; initialize options with STARLING_CONTEXT_OPTIONS_INIT");
-  // Fields added in later versions would be read only when struct_size covers them.
-  starling_context_options_t copy = STARLING_CONTEXT_OPTIONS_INIT;
-  std::memcpy(&copy, options, std::min(options->struct_size, sizeof copy));
-  STARLING_CHECK_ARG(copy.use_host_comm == 0 || copy.use_host_comm == 1, "options->use_host_comm must be 0 or 1, got ",
-                     copy.use_host_comm);
-  parsed.use_host_comm = copy.use_host_comm == 1;
-  parsed.host_comm = copy.host_comm;
-  if (options->struct_size >= offsetof(starling_context_options_t, nodes_per_machine) + sizeof(int))
-    parsed.nodes_per_machine = copy.nodes_per_machine;
+  parsed.use_host_comm = o.use_host_comm == 1;
+  parsed.host_comm = o.host_comm;
+  parsed.nodes_per_machine = o.nodes_per_machine;  // 0 (the default) when an older struct lacks it
   return parsed;
 }
 

@@ -26,7 +26,7 @@ const std::vector<ConfigVar> kTable = {
      "ranks per machine; 0 detects machines by shared memory, >0 groups consecutive ranks (simulates machines)"},
     {"STARLING_TIMELINE", "BLUEFOG_TIMELINE", "",
      "file prefix: write a Chrome-trace timeline per rank to <prefix><rank>.json; empty disables"},
-    {"STARLING_CHUNK_BYTES", nullptr, "262144",
+    {"STARLING_CHUNK_BYTES", nullptr, "1048576",
      "bytes: large messages are split into chunks of this size so transfers overlap reductions"},
     {"STARLING_INLINE_BYTES", nullptr, "16384",
      "bytes: payloads up to this size travel in the same message as their header"},

@@ -40,6 +40,10 @@ struct ContextOptions {
 struct TopologyState {
   std::shared_ptr<const topology::Graph> graph;
   bool weighted = false;
+  // Data derived from this snapshot by other modules, computed once (the default
+  // neighbor plan): the snapshot is immutable, so the cache never goes stale.
+  mutable std::mutex cache_mutex;
+  mutable std::shared_ptr<const void> default_neighbor_plan;
 };
 
 class Context {
