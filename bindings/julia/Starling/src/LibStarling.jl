@@ -285,6 +285,21 @@ function starling_get_stats(ctx, out)
     ccall((:starling_get_stats, libstarling), starling_status_t, (starling_context_t, Ptr{starling_stats_t}), ctx, out)
 end
 
+# out = 1 if this context writes a timeline.
+function starling_timeline_enabled(ctx, out)
+    ccall((:starling_timeline_enabled, libstarling), starling_status_t, (starling_context_t, Ptr{Cint}), ctx, out)
+end
+
+# Starts / ends a user activity (e.g. "FORWARD") on lane `name`. Activities on one lane
+# nest. Errors: INVALID_USAGE when the timeline is off, INVALID_ARGUMENT (NULL).
+function starling_timeline_start_activity(ctx, name, activity)
+    ccall((:starling_timeline_start_activity, libstarling), starling_status_t, (starling_context_t, Ptr{Cchar}, Ptr{Cchar}), ctx, name, activity)
+end
+
+function starling_timeline_end_activity(ctx, name)
+    ccall((:starling_timeline_end_activity, libstarling), starling_status_t, (starling_context_t, Ptr{Cchar}), ctx, name)
+end
+
 # STARLING_IN_PROGRESS while running, else the final status (repeatable). Never
 # blocks: the progress thread finishes the operation in the background.
 # Errors: INVALID_HANDLE, or the operation's own error.

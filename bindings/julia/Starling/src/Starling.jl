@@ -29,6 +29,7 @@ const L = LibStarling
 
 export Context, Request, StarlingError, Topology, Schedule, Window
 export local_rank, local_size, machine_rank, machine_size, is_homogeneous, stats
+export timeline_enabled, timeline_start_activity, timeline_end_activity, timeline_activity
 export test, barrier, barrier_nonblocking
 export allreduce!, allreduce, allreduce_nonblocking!, bcast!, bcast_nonblocking!
 export allgather, allgather!, allgather_nonblocking!, allgather_first_dims, allgather_first_dims_nonblocking

@@ -65,6 +65,30 @@ function stats(ctx::Context)
             bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes))
 end
 
+"True if this context writes a timeline (`STARLING_TIMELINE=<prefix>`)."
+timeline_enabled(ctx::Context) = query(L.starling_timeline_enabled, ctx) != 0
+
+"""
+    timeline_start_activity(ctx, name, activity)
+    timeline_end_activity(ctx, name)
+    timeline_activity(f, ctx, name, activity)   # do-block form
+
+Marks a user activity (e.g. "FORWARD") on the timeline lane `name`. Throws
+`StarlingError` (INVALID_USAGE) when the timeline is off.
+"""
+timeline_start_activity(ctx::Context, name::AbstractString, activity::AbstractString) =
+    check(L.starling_timeline_start_activity(ctx.handle, name, activity))
+timeline_end_activity(ctx::Context, name::AbstractString) = check(L.starling_timeline_end_activity(ctx.handle, name))
+
+function timeline_activity(f::Function, ctx::Context, name::AbstractString, activity::AbstractString)
+    timeline_start_activity(ctx, name, activity)
+    try
+        return f()
+    finally
+        timeline_end_activity(ctx, name)
+    end
+end
+
 """
     close(ctx)
 

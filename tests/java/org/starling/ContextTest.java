@@ -5,6 +5,7 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
 import static org.junit.Assume.assumeTrue;
 
 import org.junit.Before;
@@ -66,6 +67,17 @@ public class ContextTest {
     Stats after = ctx.stats();
     assertEquals(before.operations() + 3, after.operations());
     assertTrue(size == 1 || after.bytesSent() > before.bytesSent());
+  }
+
+  @Test
+  public void timelineIsOffByDefaultAndSaysSo() {
+    assertFalse(ctx.timelineEnabled());  // the tests run without STARLING_TIMELINE
+    try {
+      ctx.timelineStartActivity("lane", "FORWARD");
+      fail("an activity without a timeline must throw");
+    } catch (StarlingException e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("STARLING_TIMELINE"));
+    }
   }
 
   @Test

@@ -110,6 +110,20 @@ public final class Context implements AutoCloseable {
     return query(StarlingNative::is_homogeneous) != 0;
   }
 
+  /** True if this context writes a timeline ({@code STARLING_TIMELINE=<prefix>}). */
+  public boolean timelineEnabled() {
+    return query(StarlingNative::timeline_enabled) != 0;
+  }
+
+  /** Starts a user activity (e.g. "FORWARD") on timeline lane {@code name}; throws if the timeline is off. */
+  public void timelineStartActivity(String name, String activity) {
+    StarlingNative.timeline_start_activity(handle, name, activity);
+  }
+
+  public void timelineEndActivity(String name) {
+    StarlingNative.timeline_end_activity(handle, name);
+  }
+
   public Stats stats() {
     long[] v = new long[6];
     StarlingNative.get_stats(handle, v);
