@@ -2,6 +2,8 @@
 
 #include "impl/common/logging.h"
 
+#include <thread>
+
 namespace starling::runtime {
 
 std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
@@ -98,23 +100,27 @@ void Context::set_machine_topology(std::shared_ptr<const TopologyState> state) {
 }
 
 void Context::SetBackgroundService(std::function<bool()> service, std::function<void()> stop) {
-  background_ = service;
+  const bool on = static_cast<bool>(service);
+  bool expected = false;
+  while (!background_busy_.compare_exchange_weak(expected, true, std::memory_order_acquire)) {
+    expected = false;
+    std::this_thread::yield();
+  }
+  background_ = std::move(service);
   background_stop_ = std::move(stop);
-  engine_->SetBackgroundPoll(std::move(service), config_.window_poll_microseconds * 1e-6);
+  background_busy_.store(false, std::memory_order_release);
+  engine_->SetBackgroundPoll(on ? std::function<bool()>([this] { return ServiceBackground(); }) : nullptr,
+                             config_.window_poll_microseconds * 1e-6);
 }
 
 bool Context::ServiceBackground() {
-  if (!background_ || in_background_) return false;
-  in_background_ = true;
-  bool worked = false;
-  try {
-    worked = background_();
-  } catch (...) {
-    in_background_ = false;
-    throw;
-  }
-  in_background_ = false;
-  return worked;
+  bool expected = false;
+  if (!background_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+  struct Release {
+    std::atomic<bool>& busy;
+    ~Release() { busy.store(false, std::memory_order_release); }
+  } release{background_busy_};
+  return background_ ? background_() : false;
 }
 
 void Context::MarkBroken(const std::string& reason) {

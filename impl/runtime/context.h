@@ -86,9 +86,11 @@ class Context {
   std::atomic<int>& live_windows() const { return live_windows_; }
 
   // Background service (windows): work that must progress while this rank's own
-  // thread is busy. Called, under the execution lock, by every wait loop and by the
-  // idle progress thread. Returns true if it did work. Never re-entered.
-  // `stop` runs when the context is destroyed (withdraw posted receives).
+  // thread is busy. Called by every wait loop and by the progress thread, from any
+  // thread and without the execution lock, so it never holds up the application's
+  // operations; one caller at a time (others return false at once), never re-entered.
+  // Returns true if it did work. `stop` runs when the context is destroyed.
+  // Setting waits for a running service call to finish.
   void SetBackgroundService(std::function<bool()> service, std::function<void()> stop);
   bool ServiceBackground();
 
@@ -129,9 +131,9 @@ class Context {
   std::shared_ptr<const TopologyState> topology_;
   std::shared_ptr<const TopologyState> machine_topology_;
   mutable std::atomic<int> live_windows_{0};
-  std::function<bool()> background_;  // executor only
+  std::function<bool()> background_;  // guarded by background_busy_
   std::function<void()> background_stop_;
-  bool in_background_ = false;
+  std::atomic<bool> background_busy_{false};
   std::mutex extensions_mutex_;
   std::unordered_map<std::type_index, std::shared_ptr<void>> extensions_;
 

@@ -15,10 +15,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-// The progress thread polls windows only after the execution lock has been idle this
-// long: while the application keeps calling Starling, its own wait loops serve the
-// peers, and a polling progress thread would only compete for the lock and the core.
-constexpr int64_t kQuietBeforePollNs = 100'000;
 // Submissions closer together than this form a burst: the progress thread lets the
 // burst finish before running fusable work, so it travels as one group.
 constexpr int64_t kBurstGapNs = 10'000;
@@ -75,7 +71,7 @@ std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
     }
     RunQueued(nullptr);  // earlier submissions first
     RunOne(*op);
-    ReleaseExec();
+    exec_mutex_.unlock();
     WakeThreadIfWorkLeft();
     return request;
   }
@@ -89,7 +85,7 @@ void Engine::Wait(Request& request) {
   while (!request.done()) {
     if (queued_.load(std::memory_order_acquire) > 0 && exec_mutex_.try_lock()) {
       RunQueued(&request);
-      ReleaseExec();
+      exec_mutex_.unlock();
       WakeThreadIfWorkLeft();
       continue;
     }
@@ -217,11 +213,6 @@ void Engine::Complete(Op& op, Code code, std::string message) {
   op.request->Complete(code, std::move(message));
 }
 
-void Engine::ReleaseExec() {
-  last_active_ns_.store(NowNs(), std::memory_order_relaxed);
-  exec_mutex_.unlock();
-}
-
 bool Engine::BurstInProgress() {
   const int64_t now = NowNs();
   const int64_t last = last_submit_ns_.load(std::memory_order_relaxed);
@@ -279,9 +270,16 @@ void Engine::ThreadMain() {
     const int64_t burst_start = NowNs();
     while (fusion_threshold_ > 0 && BurstInProgress() && NowNs() - burst_start < kMaxBurstWaitNs)
       std::this_thread::yield();
-    const bool have_work = queued_.load(std::memory_order_acquire) > 0;
-    const bool poll_now = poll && NowNs() - last_active_ns_.load(std::memory_order_relaxed) >= kQuietBeforePollNs;
-    if (!have_work && !poll_now) continue;
+    // Window requests are served without the execution lock: the application's own
+    // operations are never held up by it.
+    if (poll) {
+      try {
+        if (poll()) interval = kMinPollInterval;
+      } catch (const std::exception& e) {
+        STARLING_LOG(LogLevel::kError, "window service failed: ", e.what());
+      }
+    }
+    if (queued_.load(std::memory_order_acquire) == 0) continue;
     if (!exec_mutex_.try_lock()) {
       // A caller is executing; it wakes us if it leaves work behind. Re-check soon.
       std::unique_lock<std::mutex> lock(queue_mutex_);
@@ -291,21 +289,7 @@ void Engine::ThreadMain() {
       continue;
     }
     RunQueued(nullptr);
-    bool polled_work = false;
-    if (poll_now) {
-      try {
-        polled_work = poll();
-      } catch (const std::exception& e) {
-        STARLING_LOG(LogLevel::kError, "window service failed: ", e.what());
-      }
-      if (polled_work) interval = kMinPollInterval;
-    }
-    // Only the application's operations count as activity; serving peers does not.
-    if (have_work) {
-      ReleaseExec();
-    } else {
-      exec_mutex_.unlock();
-    }
+    exec_mutex_.unlock();
   }
 }
 

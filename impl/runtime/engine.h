@@ -43,8 +43,8 @@ class Engine {
   // Blocks until `request` is done, running queued operations while nobody else does.
   void Wait(Request& request);
 
-  // Background polling (windows): while set, the idle progress thread calls `poll`
-  // under the execution lock. `poll` returns true when it did work; the thread then
+  // Background polling (windows): while set, the progress thread calls `poll` (without
+  // the execution lock). `poll` returns true when it did work; the thread then
   // polls again soon, else it backs off to at most `max_interval_seconds`.
   void SetBackgroundPoll(std::function<bool()> poll, double max_interval_seconds);
 
@@ -61,7 +61,6 @@ class Engine {
   // Completes `op`'s request from the exception in flight (or success if none).
   void Complete(Op& op, Code code, std::string message);
   void WakeThreadIfWorkLeft();
-  void ReleaseExec();  // unlocks exec_mutex_ and records the time
   // Progress thread: true while a burst of fusable submissions is still arriving.
   bool BurstInProgress();
 
@@ -78,10 +77,7 @@ class Engine {
   double poll_max_interval_ = 0;           // guarded by queue_mutex_
   double spin_seconds_ = 0;
   size_t fusion_threshold_ = 0;
-  // Monotonic nanoseconds of the last submission and of the last time a thread let go
-  // of the execution lock after running operations.
-  std::atomic<int64_t> last_submit_ns_{0};
-  std::atomic<int64_t> last_active_ns_{0};
+  std::atomic<int64_t> last_submit_ns_{0};  // monotonic ns of the last submission
   std::thread thread_;
 };
 

@@ -89,8 +89,8 @@ class FreeOp : public runtime::Op {
     registry.Remove(window_->id());
     context.live_windows().fetch_sub(1);
     if (registry.empty()) {
+      context.SetBackgroundService(nullptr, nullptr);  // waits for a running service call
       registry.service.Stop(context);
-      context.SetBackgroundService(nullptr, nullptr);
     }
   }
 

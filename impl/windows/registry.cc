@@ -122,7 +122,7 @@ void Service::Handle(runtime::Context& context, const WindowRequest& request, in
     if (code == Code::kOk && request.op == WindowOp::kPut) {
       data.RecvRaw(sender, window->Shadow(slot), request.bytes, nullptr, request.chunk);
     } else {
-      pending.data = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(request.bytes));
+      pending.data = std::make_shared<runtime::ScratchPool::Buffer>(scratch_.Get(request.bytes));
       data.RecvRaw(sender, pending.data->data(), request.bytes, nullptr, request.chunk);
     }
     data.Wait();
@@ -133,7 +133,7 @@ void Service::Handle(runtime::Context& context, const WindowRequest& request, in
   }
   switch (request.op) {
     case WindowOp::kGet: {
-      runtime::ScratchPool::Buffer copy = context.scratch().Get(window->tensor().bytes);
+      runtime::ScratchPool::Buffer copy = scratch_.Get(window->tensor().bytes);
       window->Snapshot(copy.data());
       Reply(context, sender, Code::kOk, "", copy.data(), window->tensor().bytes);
       return;

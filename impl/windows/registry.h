@@ -38,6 +38,7 @@ class Service {
   void Reply(runtime::Context& context, int to, Code code, const std::string& message, const void* data = nullptr,
              size_t bytes = 0);
 
+  runtime::ScratchPool scratch_;  // the service may run beside an operation: own memory
   transport::Ticket ticket_;
   WindowRequest incoming_;
   bool posted_ = false;
