@@ -222,7 +222,7 @@ class Context:
         _core.barrier(self._handle)
 
     def barrier_nonblocking(self) -> Request:
-        return Request(_core.barrier_nonblocking(self._handle), None, lambda: None)
+        return Request(_core.barrier_nonblocking(self._handle), None)
 
     # ---- neighbor collectives
     def neighbor_allreduce(self, x: Tensor, *, self_weight: Optional[float] = None,
@@ -393,7 +393,7 @@ def _finish(request: Any, adapter: Any, x: Any, cin: Any, out: Any, cout: Any, a
         return adapter.result(out, x) if allocated else out
     if allocated:
         return Request(request, (x, cin, out, cout), lambda: adapter.result(out, x))
-    return Request(request, (x, cin, out, cout), lambda: out)
+    return Request(request, (x, cin, out, cout), None, out)
 
 
 def as_topology(topology: Any) -> Topology:

@@ -18,19 +18,19 @@ class Request:
 
     __slots__ = ("_handle", "_keep", "_finish", "_state", "_result")
 
-    def __init__(self, handle: Any, keep: Any, finish: Callable[[], Any]) -> None:
+    def __init__(self, handle: Any, keep: Any, finish: Optional[Callable[[], Any]] = None,
+                 result: Any = None) -> None:
         self._handle = handle
         self._keep = keep        # tensors and capsules the C side borrows
-        self._finish = finish    # builds the result once the operation has finished
+        self._finish = finish    # builds the result once the operation has finished (or None:
+        self._result = result    # the result is this object, e.g. the output tensor)
         self._state = _PENDING
-        self._result: Any = None
 
     @classmethod
     def completed(cls, result: Any) -> "Request":
         """A request for work that finished at once (nothing to wait for)."""
-        request = cls(None, None, None)
+        request = cls(None, None, None, result)
         request._state = _DONE
-        request._result = result
         return request
 
     def done(self) -> bool:

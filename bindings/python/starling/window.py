@@ -100,7 +100,7 @@ class Window:
                                       float(self_weight), int(bool(mutex)), int(nonblocking))
         if request is None:
             return None
-        return Request(request, (tensor, capsule, self), lambda: None)
+        return Request(request, (tensor, capsule, self))
 
     def get(self, *, src_weights: Any = None, require_mutex: bool = False) -> None:
         """Fetches each source's window tensor into this rank's buffer for it, scaled by
@@ -110,7 +110,7 @@ class Window:
     def get_nonblocking(self, *, src_weights: Any = None, require_mutex: bool = False) -> Request:
         request = _core.py_window_get(self._handle, _rank_weights(src_weights, "src_weights"),
                                       int(bool(require_mutex)), 1)
-        return Request(request, self, lambda: None)
+        return Request(request, self)
 
     def update(self, *, self_weight: Optional[float] = None, neighbor_weights: Optional[Mapping[int, float]] = None,
                reset: bool = False, require_mutex: bool = False) -> Any:
