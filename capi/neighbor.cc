@@ -11,12 +11,6 @@ using namespace starling::capi;
 
 namespace {
 
-template <typename T>
-std::vector<T> CopyArray(const T* data, int count, const char* name) {
-  STARLING_CHECK_ARG(count >= 0, name, " count is negative (", count, ")");
-  STARLING_CHECK_ARG(count == 0 || data != nullptr, name, " is NULL but its count is ", count);
-  return std::vector<T>(data, data + count);
-}
 
 ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
   ops::NeighborArgs parsed;

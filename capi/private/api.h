@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "impl/common/error.h"
 #include "starling/starling.h"
@@ -14,6 +15,14 @@ namespace starling::capi {
 starling_status_t SetLastError(Code code, const std::string& message);
 // The same for an exception caught at the boundary.
 starling_status_t StatusFromCurrentException();
+
+// Copies a C array argument, checking its count and pointer.
+template <typename T>
+std::vector<T> CopyArray(const T* data, int count, const char* name) {
+  STARLING_CHECK_ARG(count >= 0, name, " count is negative (", count, ")");
+  STARLING_CHECK_ARG(count == 0 || data != nullptr, name, " is NULL but its count is ", count);
+  return std::vector<T>(data, data + count);
+}
 
 template <typename T>
 T* CheckOut(T* out, const char* name) {

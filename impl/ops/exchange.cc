@@ -140,8 +140,8 @@ void Exchange::SendRaw(int peer, const void* data, size_t bytes) {
   AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk_, nullptr);
 }
 
-void Exchange::RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk) {
-  AddStream(false, peer, nullptr, static_cast<char*>(dst), bytes, chunk_, std::move(on_chunk));
+void Exchange::RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk, size_t chunk) {
+  AddStream(false, peer, nullptr, static_cast<char*>(dst), bytes, chunk ? chunk : chunk_, std::move(on_chunk));
 }
 
 void Exchange::RecvStream(int peer, size_t bytes, ChunkFn on_chunk) {
@@ -254,6 +254,9 @@ void Exchange::Wait() {
       continue;
     }
     ++idle;
+    // Serve one-sided window requests while we wait: a peer may be waiting for us to
+    // acknowledge its put before it can reach this collective.
+    if ((idle & 15) == 0 && context_.ServiceBackground()) idle = 0;
     if ((idle & 63) == 0) {
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (next_warning > 0 && waited >= next_warning) {

@@ -44,8 +44,9 @@ class Exchange {
 
   // --- raw streams whose size both sides already agreed on ---
   void SendRaw(int peer, const void* data, size_t bytes);
-  // Receives straight into dst; on_chunk (optional) runs as each chunk lands.
-  void RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk = nullptr);
+  // Receives straight into dst; on_chunk (optional) runs as each chunk lands. chunk:
+  // the sender's chunk size (0: this context's STARLING_CHUNK_BYTES).
+  void RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk = nullptr, size_t chunk = 0);
   // Receives through a few rotating scratch slots: on_chunk must consume each chunk.
   void RecvStream(int peer, size_t bytes, ChunkFn on_chunk);
 

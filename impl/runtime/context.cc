@@ -58,6 +58,14 @@ void Context::Destroy() {
   if (destroyed_) return;
   destroyed_ = true;
   if (engine_) engine_->Stop();
+  // Windows may still exist: withdraw their posted receives while MPI is alive.
+  if (background_stop_) background_stop_();
+  background_ = nullptr;
+  background_stop_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(extensions_mutex_);
+    extensions_.clear();
+  }
   transport_.reset();
   if (holds_mpi_) {
     holds_mpi_ = false;
@@ -83,6 +91,26 @@ void Context::set_topology(std::shared_ptr<const TopologyState> state) {
 void Context::set_machine_topology(std::shared_ptr<const TopologyState> state) {
   std::lock_guard<std::mutex> lock(topology_mutex_);
   machine_topology_ = std::move(state);
+}
+
+void Context::SetBackgroundService(std::function<bool()> service, std::function<void()> stop) {
+  background_ = service;
+  background_stop_ = std::move(stop);
+  engine_->SetBackgroundPoll(std::move(service), config_.window_poll_microseconds * 1e-6);
+}
+
+bool Context::ServiceBackground() {
+  if (!background_ || in_background_) return false;
+  in_background_ = true;
+  bool worked = false;
+  try {
+    worked = background_();
+  } catch (...) {
+    in_background_ = false;
+    throw;
+  }
+  in_background_ = false;
+  return worked;
 }
 
 void Context::MarkBroken(const std::string& reason) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -77,6 +78,13 @@ class Context {
   // Windows currently alive (set_topology refuses to run while any exist).
   std::atomic<int>& live_windows() const { return live_windows_; }
 
+  // Background service (windows): work that must progress while this rank's own
+  // thread is busy. Called, under the execution lock, by every wait loop and by the
+  // idle progress thread. Returns true if it did work. Never re-entered.
+  // `stop` runs when the context is destroyed (withdraw posted receives).
+  void SetBackgroundService(std::function<bool()> service, std::function<void()> stop);
+  bool ServiceBackground();
+
   // Per-context state owned by another module (created on first use). T must be
   // default-constructible and do its own locking if used outside the execution lock.
   template <typename T>
@@ -113,6 +121,9 @@ class Context {
   std::shared_ptr<const TopologyState> topology_;
   std::shared_ptr<const TopologyState> machine_topology_;
   mutable std::atomic<int> live_windows_{0};
+  std::function<bool()> background_;  // executor only
+  std::function<void()> background_stop_;
+  bool in_background_ = false;
   std::mutex extensions_mutex_;
   std::unordered_map<std::type_index, std::shared_ptr<void>> extensions_;
 

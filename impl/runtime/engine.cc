@@ -1,5 +1,6 @@
 #include "impl/runtime/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 
@@ -88,11 +89,11 @@ void Engine::Wait(Request& request) {
   }
 }
 
-void Engine::SetBackgroundPoll(std::function<void()> poll, double interval_seconds) {
+void Engine::SetBackgroundPoll(std::function<bool()> poll, double max_interval_seconds) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     poll_ = std::move(poll);
-    poll_interval_ = interval_seconds;
+    poll_max_interval_ = max_interval_seconds;
   }
   queue_cv_.notify_all();
 }
@@ -198,8 +199,12 @@ void Engine::WakeThreadIfWorkLeft() {
 }
 
 void Engine::ThreadMain() {
+  // Background polls back off geometrically while nothing arrives, from a few
+  // microseconds up to the configured maximum, and reset after any work.
+  constexpr double kMinPollInterval = 5e-6;
+  double interval = kMinPollInterval;
   for (;;) {
-    std::function<void()> poll;
+    std::function<bool()> poll;
     {
       std::unique_lock<std::mutex> lock(queue_mutex_);
       if (queue_.empty()) {
@@ -215,13 +220,15 @@ void Engine::ThreadMain() {
       if (queue_.empty() && !stopping_) {
         thread_sleeping_ = true;
         if (poll_) {
-          queue_cv_.wait_for(lock, std::chrono::duration<double>(poll_interval_));
+          queue_cv_.wait_for(lock, std::chrono::duration<double>(interval));
         } else {
+          interval = kMinPollInterval;
           queue_cv_.wait(lock, [this] { return !queue_.empty() || stopping_ || poll_; });
         }
         thread_sleeping_ = false;
       }
       poll = poll_;
+      if (poll) interval = std::min(interval * 2, poll_max_interval_);
     }
     if (!exec_mutex_.try_lock()) {
       // A caller is executing; it wakes us if it leaves work behind. Re-check soon.
@@ -234,9 +241,9 @@ void Engine::ThreadMain() {
     RunQueued(nullptr);
     if (poll) {
       try {
-        poll();
+        if (poll()) interval = kMinPollInterval;
       } catch (const std::exception& e) {
-        STARLING_LOG(LogLevel::kError, "background poll failed: ", e.what());
+        STARLING_LOG(LogLevel::kError, "window service failed: ", e.what());
       }
     }
     exec_mutex_.unlock();

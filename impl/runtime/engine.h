@@ -43,9 +43,10 @@ class Engine {
   // Blocks until `request` is done, running queued operations while nobody else does.
   void Wait(Request& request);
 
-  // Background polling (windows): while on, the idle progress thread calls `poll`
-  // under the execution lock at least every `interval_seconds`.
-  void SetBackgroundPoll(std::function<void()> poll, double interval_seconds);
+  // Background polling (windows): while set, the idle progress thread calls `poll`
+  // under the execution lock. `poll` returns true when it did work; the thread then
+  // polls again soon, else it backs off to at most `max_interval_seconds`.
+  void SetBackgroundPoll(std::function<bool()> poll, double max_interval_seconds);
 
  private:
   void ThreadMain();
@@ -70,8 +71,8 @@ class Engine {
   std::atomic<size_t> queued_{0};          // queue_.size(), readable without the lock
   bool stopping_ = false;                  // guarded by queue_mutex_
   bool thread_sleeping_ = false;           // guarded by queue_mutex_
-  std::function<void()> poll_;             // guarded by queue_mutex_
-  double poll_interval_ = 0;               // guarded by queue_mutex_
+  std::function<bool()> poll_;             // guarded by queue_mutex_
+  double poll_max_interval_ = 0;           // guarded by queue_mutex_
   double spin_seconds_ = 0;
   size_t fusion_threshold_ = 0;
   std::thread thread_;

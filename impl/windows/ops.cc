@@ -1,0 +1,319 @@
+#include "impl/windows/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "impl/ops/agree.h"
+#include "impl/ops/collectives.h"
+#include "impl/ops/exchange.h"
+#include "impl/ops/reduce.h"
+#include "impl/windows/registry.h"
+
+namespace starling::windows {
+namespace {
+
+using transport::Channel;
+
+int32_t NameHash(const std::string& name) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  return static_cast<int32_t>(h & 0x7fffffff);
+}
+
+// Turns the first failed reply into an error naming the peer.
+void CheckReplies(const std::vector<WindowReply>& replies, const std::vector<int>& peers) {
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].magic != kWindowMagic) Fail(Code::kTransport, "malformed window reply from rank ", peers[i]);
+    if (replies[i].code != 0) {
+      std::string message(replies[i].message, strnlen(replies[i].message, sizeof replies[i].message));
+      throw Error(static_cast<Code>(replies[i].code), message);
+    }
+  }
+}
+
+class CreateOp : public runtime::Op {
+ public:
+  CreateOp(const TensorView& tensor, std::string name, bool zero_init)
+      : tensor_(tensor), name_(std::move(name)), zero_init_(zero_init) {}
+  std::string Describe() const override { return Str("window_create '", name_, "' (", tensor_.Describe(), ")"); }
+
+  void Run(runtime::Context& context) override {
+    Registry& registry = context.Extension<Registry>();
+    const bool exists = registry.Find(name_) != nullptr;
+    ops::Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = ops::OpKind::kWindowCreate;
+    sig.dtype = static_cast<uint8_t>(tensor_.dtype);
+    sig.count = static_cast<int64_t>(tensor_.numel);
+    sig.root = NameHash(name_);
+    sig.extra = exists ? 1 : 0;
+    ops::Agree(context, ops::WorldGroup(context), sig, Describe());
+    STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
+    std::shared_ptr<const runtime::TopologyState> topology = context.topology();
+    const int rank = context.rank();
+    auto window = std::make_shared<Window>(registry.NextId(), name_, tensor_, rank, context.size(),
+                                           topology->graph->in_neighbors(rank), topology->graph->out_neighbors(rank),
+                                           topology, zero_init_);
+    const bool first = registry.empty();
+    registry.Add(std::move(window));
+    context.live_windows().fetch_add(1);
+    if (first) {
+      runtime::Context* ctx = &context;
+      context.SetBackgroundService([ctx, &registry] { return registry.service.Poll(*ctx); },
+                                   [ctx, &registry] { registry.service.Stop(*ctx); });
+    }
+  }
+
+ private:
+  TensorView tensor_;
+  std::string name_;
+  bool zero_init_;
+};
+
+class FreeOp : public runtime::Op {
+ public:
+  explicit FreeOp(std::shared_ptr<Window> window) : window_(std::move(window)) {}
+  std::string Describe() const override { return Str("window_free '", window_->name(), "'"); }
+
+  void Run(runtime::Context& context) override {
+    ops::Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = ops::OpKind::kWindowFree;
+    sig.count = window_->id();
+    sig.root = NameHash(window_->name());
+    // Every rank's earlier operations on the window were acknowledged before it got
+    // here, and the agreement keeps serving requests while it waits.
+    ops::Agree(context, ops::WorldGroup(context), sig, Describe());
+    Registry& registry = context.Extension<Registry>();
+    registry.Remove(window_->id());
+    context.live_windows().fetch_sub(1);
+    if (registry.empty()) {
+      registry.service.Stop(context);
+      context.SetBackgroundService(nullptr, nullptr);
+    }
+  }
+
+ private:
+  std::shared_ptr<Window> window_;
+};
+
+class TransferOp : public runtime::Op {
+ public:
+  TransferOp(std::shared_ptr<Window> window, Transfer kind, const TensorView* tensor, std::vector<int> ranks,
+             std::vector<double> weights, double self_weight, bool require_mutex)
+      : window_(std::move(window)),
+        kind_(kind),
+        ranks_(std::move(ranks)),
+        weights_(std::move(weights)),
+        self_weight_(self_weight),
+        require_mutex_(require_mutex) {
+    if (tensor) tensor_ = *tensor;
+  }
+
+  std::string Describe() const override {
+    static const char* kNames[] = {"window_put", "window_accumulate", "window_get"};
+    return Str(kNames[static_cast<int>(kind_)], " '", window_->name(), "'");
+  }
+
+  void Run(runtime::Context& context) override {
+    Registry& registry = context.Extension<Registry>();
+    STARLING_CHECK(registry.Find(window_->id()) == window_, Code::kInvalidUsage, "window '", window_->name(),
+                   "' was freed");
+    if (kind_ == Transfer::kGet) {
+      Get(context);
+    } else {
+      Write(context, registry.associated_p.load());
+    }
+  }
+
+ private:
+  void Write(runtime::Context& context, bool with_p) {
+    ops::Exchange requests(context, Channel::kWindowRequest, Describe());
+    ops::Exchange data(context, Channel::kWindowData, Describe());
+    ops::Exchange replies(context, Channel::kWindowReply, Describe());
+    const double p = with_p ? window_->p() : 0.0;
+    std::vector<WindowRequest> sent(ranks_.size());
+    std::vector<WindowReply> got(ranks_.size());
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      WindowRequest& r = sent[i];
+      r.op = kind_ == Transfer::kPut ? WindowOp::kPut : WindowOp::kAccumulate;
+      r.window_id = window_->id();
+      r.sender = context.rank();
+      r.bytes = tensor_.bytes;
+      r.chunk = static_cast<uint32_t>(data.chunk_bytes());
+      r.flags = (require_mutex_ ? kRequestRequireMutex : 0) | (with_p ? kRequestHasP : 0);
+      r.weight = weights_[i];
+      r.p = p * weights_[i];
+      requests.SendRaw(ranks_[i], &r, sizeof r);
+      if (tensor_.bytes > 0) data.SendRaw(ranks_[i], tensor_.data, tensor_.bytes);
+      replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
+    }
+    requests.Wait();
+    data.Wait();
+    replies.Wait();
+    CheckReplies(got, ranks_);
+    if (self_weight_ != 1.0) {
+      if (tensor_.numel > 0) ops::Scale(tensor_.data, tensor_.data, self_weight_, tensor_.numel, tensor_.dtype);
+      if (with_p) window_->ScaleP(self_weight_);
+    }
+  }
+
+  void Get(runtime::Context& context) {
+    ops::Exchange requests(context, Channel::kWindowRequest, Describe());
+    ops::Exchange replies(context, Channel::kWindowReply, Describe());
+    std::vector<WindowRequest> sent(ranks_.size());
+    std::vector<WindowReply> got(ranks_.size());
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      sent[i].op = WindowOp::kGet;
+      sent[i].window_id = window_->id();
+      sent[i].sender = context.rank();
+      requests.SendRaw(ranks_[i], &sent[i], sizeof sent[i]);
+      replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
+    }
+    requests.Wait();
+    replies.Wait();
+    replies.Clear();
+    // Receive what the sources sent (even if another one refused) before judging.
+    std::vector<runtime::ScratchPool::Buffer> buffers(ranks_.size());
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (got[i].magic != kWindowMagic || got[i].code != 0 || got[i].bytes == 0) continue;
+      STARLING_CHECK(got[i].bytes == window_->tensor().bytes, Code::kMismatch, "rank ", ranks_[i], " sent ",
+                     got[i].bytes, " bytes for window '", window_->name(), "' which holds ", window_->tensor().bytes);
+      buffers[i] = context.scratch().Get(got[i].bytes);
+      replies.RecvRaw(ranks_[i], buffers[i].data(), got[i].bytes, nullptr, got[i].chunk);
+    }
+    replies.Wait();
+    CheckReplies(got, ranks_);
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      window_->CommitCopy(window_->SlotOf(ranks_[i]), buffers[i].data(), weights_[i]);
+  }
+
+  std::shared_ptr<Window> window_;
+  Transfer kind_;
+  TensorView tensor_;
+  std::vector<int> ranks_;
+  std::vector<double> weights_;
+  double self_weight_;
+  bool require_mutex_;
+};
+
+class RemoteMutexOp : public runtime::Op {
+ public:
+  RemoteMutexOp(std::shared_ptr<Window> window, std::vector<int> ranks, bool acquire)
+      : window_(std::move(window)), ranks_(std::move(ranks)), acquire_(acquire) {}
+  std::string Describe() const override {
+    return Str(acquire_ ? "window_mutex_acquire '" : "window_mutex_release '", window_->name(), "'");
+  }
+
+  void Run(runtime::Context& context) override {
+    // One rank at a time, in ascending order, so two ranks locking overlapping sets
+    // cannot deadlock.
+    for (int rank : ranks_) {
+      ops::Exchange requests(context, Channel::kWindowRequest, Describe());
+      ops::Exchange replies(context, Channel::kWindowReply, Describe());
+      WindowRequest request;
+      request.op = acquire_ ? WindowOp::kMutexAcquire : WindowOp::kMutexRelease;
+      request.window_id = window_->id();
+      request.sender = context.rank();
+      std::vector<WindowReply> reply(1);
+      requests.SendRaw(rank, &request, sizeof request);
+      replies.RecvRaw(rank, &reply[0], sizeof reply[0]);
+      requests.Wait();
+      replies.Wait();
+      CheckReplies(reply, {rank});
+    }
+  }
+
+ private:
+  std::shared_ptr<Window> window_;
+  std::vector<int> ranks_;
+  bool acquire_;
+};
+
+void CheckWeights(const std::vector<double>& weights) {
+  for (double w : weights)
+    STARLING_CHECK_ARG(std::isfinite(w) && w >= 0, "window weight ", w, " must be finite and >= 0");
+}
+
+// ranks must be unique members of `allowed`.
+void CheckSubset(const std::vector<int>& ranks, const std::vector<int>& allowed, const char* role,
+                 const Window& window, int me) {
+  std::set<int> seen;
+  for (int r : ranks) {
+    STARLING_CHECK_ARG(std::find(allowed.begin(), allowed.end(), r) != allowed.end(), "rank ", r, " is not an ",
+                       role, " of rank ", me, " (window '", window.name(), "')");
+    STARLING_CHECK_ARG(seen.insert(r).second, "rank ", r, " is listed twice");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakeCreate(runtime::Context&, const TensorView& tensor, std::string name,
+                                        bool zero_init) {
+  STARLING_CHECK_ARG(!name.empty(), "window name must not be empty");
+  STARLING_CHECK_ARG(name.find('\n') == std::string::npos, "window name must not contain a newline");
+  return std::make_unique<CreateOp>(tensor, std::move(name), zero_init);
+}
+
+std::unique_ptr<runtime::Op> MakeFree(runtime::Context&, std::shared_ptr<Window> window) {
+  return std::make_unique<FreeOp>(std::move(window));
+}
+
+std::unique_ptr<runtime::Op> MakeTransfer(runtime::Context& context, std::shared_ptr<Window> window, Transfer kind,
+                                          const TensorView* tensor, const TransferArgs& args) {
+  const bool get = kind == Transfer::kGet;
+  if (!get) {
+    STARLING_CHECK_ARG(tensor != nullptr, "tensor must not be NULL");
+    STARLING_CHECK_ARG(tensor->dtype == window->tensor().dtype && tensor->shape == window->tensor().shape,
+                       "tensor is ", tensor->Describe(), " but window '", window->name(), "' holds ",
+                       window->tensor().Describe());
+  }
+  const std::vector<int>& allowed = get ? window->in_neighbors() : window->out_neighbors();
+  std::vector<int> ranks = args.ranks.empty() ? allowed : args.ranks;
+  CheckSubset(ranks, allowed, get ? "in-neighbor" : "out-neighbor", *window, context.rank());
+  std::vector<double> weights = args.weights;
+  if (weights.empty()) weights.assign(ranks.size(), 1.0);
+  STARLING_CHECK_ARG(weights.size() == ranks.size(), weights.size(), " weights for ", ranks.size(), " ranks");
+  CheckWeights(weights);
+  STARLING_CHECK_ARG(std::isfinite(args.self_weight) && args.self_weight >= 0, "self_weight ", args.self_weight,
+                     " must be finite and >= 0");
+  return std::make_unique<TransferOp>(std::move(window), kind, tensor, std::move(ranks), std::move(weights),
+                                      get ? 1.0 : args.self_weight, args.require_mutex);
+}
+
+std::unique_ptr<runtime::Op> MakeRemoteMutex(runtime::Context& context, std::shared_ptr<Window> window,
+                                             std::vector<int> ranks, bool acquire) {
+  if (ranks.empty()) ranks = window->out_neighbors();
+  std::set<int> seen;
+  for (int r : ranks) {
+    STARLING_CHECK_ARG(r >= 0 && r < context.size(), "rank ", r, " is out of range [0, ", context.size(), ")");
+    STARLING_CHECK_ARG(r != context.rank(), "rank ", r, " is this rank: use for_self = 1 for this rank's mutexes");
+    STARLING_CHECK_ARG(seen.insert(r).second, "rank ", r, " is listed twice");
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return std::make_unique<RemoteMutexOp>(std::move(window), std::move(ranks), acquire);
+}
+
+std::shared_ptr<Window> FindWindow(runtime::Context& context, const std::string& name) {
+  return context.Extension<Registry>().Find(name);
+}
+
+std::vector<std::string> WindowNames(runtime::Context& context) { return context.Extension<Registry>().Names(); }
+
+void SetAssociatedP(runtime::Context& context, bool enabled) {
+  context.Extension<Registry>().associated_p.store(enabled);
+}
+
+bool AssociatedP(runtime::Context& context) { return context.Extension<Registry>().associated_p.load(); }
+
+void CheckInNeighbors(const Window& window, const std::vector<int>& ranks, const char* what) {
+  std::set<int> seen;
+  for (int r : ranks) {
+    STARLING_CHECK_ARG(window.SlotOf(r) >= 0, what, ": rank ", r, " is not an in-neighbor (window '", window.name(),
+                       "')");
+    STARLING_CHECK_ARG(seen.insert(r).second, what, ": rank ", r, " is listed twice");
+  }
+}
+
+}  // namespace starling::windows

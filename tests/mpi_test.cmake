@@ -1,0 +1,25 @@
+# starling_add_mpi_test(): registers a program run under mpiexec with 1..n ranks. Every
+# mpiexec runs under timeout(1) so a hang is a failure, never a stuck CI.
+set(STARLING_MPI_ENV
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_orte_base_help_aggregate=0
+  OMPI_MCA_hwloc_base_binding_policy=none)
+find_program(TIMEOUT_EXECUTABLE timeout REQUIRED)
+
+# starling_add_mpi_test(<name> COMMAND <exe> [args...] RANKS <n...> [TIMEOUT s] [ENV k=v...])
+function(starling_add_mpi_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "COMMAND;RANKS;ENV" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 240)
+  endif()
+  foreach(n IN LISTS ARG_RANKS)
+    add_test(NAME mpi.${name}.np${n}
+      COMMAND ${TIMEOUT_EXECUTABLE} -k 10 ${ARG_TIMEOUT}
+              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS} ${ARG_COMMAND})
+    set_tests_properties(mpi.${name}.np${n} PROPERTIES
+      LABELS mpi PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
+      ENVIRONMENT "${STARLING_MPI_ENV};${ARG_ENV}")
+  endforeach()
+endfunction()
+
