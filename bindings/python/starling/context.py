@@ -102,6 +102,7 @@ class Context:
         self._in_neighbors: Optional[List[int]] = None
         self._out_neighbors: Optional[List[int]] = None
         self._windows: Dict[str, Window] = {}
+        self._associated_p = False
         self._closed = False
         _open_contexts.append(self)
 
@@ -385,6 +386,7 @@ class Context:
     def set_window_associated_p(self, enabled: bool) -> None:
         """Push-sum: put/accumulate carry a scalar p with the data (see Window)."""
         _core.set_window_associated_p_enabled(self._handle, int(bool(enabled)))
+        self._associated_p = bool(enabled)
 
 
 def _finish(request: Any, adapter: Any, x: Any, cin: Any, out: Any, cout: Any, allocated: bool) -> Any:

@@ -96,6 +96,14 @@ class Window:
             tensor, capsule = self._tensor, self._capsule
         else:
             capsule = mutable_adapter_of(tensor, "tensor").capsule(tensor)
+        if dst is not None and len(dst) == 0:
+            # An explicit empty set sends nothing (the C call would take it as "every
+            # out-neighbor"); only the self_weight scaling remains.
+            if self_weight != 1.0:
+                tensor *= self_weight
+                if self._context._associated_p:
+                    self.associated_p *= self_weight
+            return Request.completed(None) if nonblocking else None
         request = _core.py_window_put(kind, self._handle, capsule, _rank_weights(dst, "dst_weights"),
                                       float(self_weight), int(bool(mutex)), int(nonblocking))
         if request is None:
@@ -105,12 +113,17 @@ class Window:
     def get(self, *, src_weights: Any = None, require_mutex: bool = False) -> None:
         """Fetches each source's window tensor into this rank's buffer for it, scaled by
         its weight: src_weights None (every in-neighbor), a list, or {rank: weight}."""
-        _core.py_window_get(self._handle, _rank_weights(src_weights, "src_weights"), int(bool(require_mutex)), 0)
+        self._get(src_weights, require_mutex, False)
 
     def get_nonblocking(self, *, src_weights: Any = None, require_mutex: bool = False) -> Request:
-        request = _core.py_window_get(self._handle, _rank_weights(src_weights, "src_weights"),
-                                      int(bool(require_mutex)), 1)
-        return Request(request, self)
+        return self._get(src_weights, require_mutex, True)
+
+    def _get(self, src: Any, mutex: bool, nonblocking: bool) -> Any:
+        src = _rank_weights(src, "src_weights")
+        if src is not None and len(src) == 0:  # an explicit empty set fetches nothing
+            return Request.completed(None) if nonblocking else None
+        request = _core.py_window_get(self._handle, src, int(bool(mutex)), int(nonblocking))
+        return None if request is None else Request(request, self)
 
     def update(self, *, self_weight: Optional[float] = None, neighbor_weights: Optional[Mapping[int, float]] = None,
                reset: bool = False, require_mutex: bool = False) -> Any:
