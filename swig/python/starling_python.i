@@ -41,13 +41,14 @@ static void starling_py_raise(starling_status_t status) {
 
 /* A tensor argument: the DLTensor inside a capsule, or a view over a buffer. The
  * Py_buffer (if any) is released after the call; the memory stays valid as long as
- * the exporting object lives, which the caller guarantees. */
+ * the exporting object lives, which the caller guarantees. Whether a buffer is held
+ * lives in a separate flag that the typemap initializes, because SWIG's error path
+ * releases every argument, also those it never converted. */
 typedef struct {
   DLTensor view;
   int64_t shape[64];
   int64_t strides[64];
   Py_buffer buffer;
-  int has_buffer;
 } starling_py_tensor_arg;
 
 static int starling_py_dtype_from_format(const char* format, Py_ssize_t itemsize, DLDataType* out) {
@@ -66,8 +67,8 @@ static int starling_py_dtype_from_format(const char* format, Py_ssize_t itemsize
   }
 }
 
-static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, int writable, const char* what) {
-  arg->has_buffer = 0;
+static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, int* has_buffer, int writable,
+                                    const char* what) {
   if (PyCapsule_CheckExact(obj)) {
     const char* name = PyCapsule_GetName(obj);
     if (name != NULL && strcmp(name, "dltensor") == 0) {
@@ -106,7 +107,7 @@ static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, 
                    what, Py_TYPE(obj)->tp_name);
       return NULL;
     }
-    arg->has_buffer = 1;
+    *has_buffer = 1;
     Py_buffer* b = &arg->buffer;
     if (b->ndim > 64) {
       PyErr_Format(PyExc_ValueError, "%s has %d dimensions (at most 64)", what, b->ndim);
@@ -139,9 +140,9 @@ static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, 
   return NULL;
 }
 
-static void starling_py_tensor_release(starling_py_tensor_arg* arg) {
-  if (arg->has_buffer) PyBuffer_Release(&arg->buffer);
-  arg->has_buffer = 0;
+static void starling_py_tensor_release(starling_py_tensor_arg* arg, int* has_buffer) {
+  if (*has_buffer) PyBuffer_Release(&arg->buffer);
+  *has_buffer = 0;
 }
 
 /* Arrays from Python: a sequence of ints / floats, or None (count 0, NULL). Empty
@@ -293,19 +294,23 @@ static PyObject* starling_py_int_list(const int* values, int count) {
 }
 
 // ---- tensors --------------------------------------------------------------------------
-%typemap(in) const DLTensor* (starling_py_tensor_arg tensor_arg) {
-  $1 = starling_py_tensor($input, &tensor_arg, 0, "$1_name");
+%typemap(in) const DLTensor* (starling_py_tensor_arg tensor_arg, int tensor_buffered = 0) {
+  $1 = starling_py_tensor($input, &tensor_arg, &tensor_buffered, 0, "$1_name");
   if ($1 == NULL) SWIG_fail;
 }
-%typemap(freearg) const DLTensor* { starling_py_tensor_release(&tensor_arg$argnum); }
-%typemap(in) DLTensor* (starling_py_tensor_arg tensor_arg) {
-  $1 = starling_py_tensor($input, &tensor_arg, 1, "$1_name");
+%typemap(freearg) const DLTensor* { starling_py_tensor_release(&tensor_arg$argnum, &tensor_buffered$argnum); }
+%typemap(in) DLTensor* (starling_py_tensor_arg tensor_arg, int tensor_buffered = 0) {
+  $1 = starling_py_tensor($input, &tensor_arg, &tensor_buffered, 1, "$1_name");
   if ($1 == NULL) SWIG_fail;
 }
-%typemap(freearg) DLTensor* { starling_py_tensor_release(&tensor_arg$argnum); }
+%typemap(freearg) DLTensor* { starling_py_tensor_release(&tensor_arg$argnum, &tensor_buffered$argnum); }
 
 %typemap(in) DLDataType {
   unsigned code, bits, lanes;
+  if (!PyTuple_Check($input)) {
+    PyErr_SetString(PyExc_TypeError, "a DLPack dtype is a tuple (code, bits, lanes)");
+    SWIG_fail;
+  }
   if (!PyArg_ParseTuple($input, "III", &code, &bits, &lanes)) SWIG_fail;
   $1.code = (uint8_t)code;
   $1.bits = (uint8_t)bits;
@@ -419,12 +424,15 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 // ---- helpers: flat Python arguments in place of option structs -----------------------
 %inline %{
 /* Registers the exception class raised for `status` (< 0). */
-static void py_register_error(int status, PyObject* cls) {
-  if (status < 0 && -status < STARLING_PY_MAX_STATUS) {
-    Py_XINCREF(cls);
-    Py_XDECREF(starling_py_error_classes[-status]);
-    starling_py_error_classes[-status] = cls;
+static PyObject* py_register_error(int status, PyObject* cls) {
+  if (status >= 0 || -status >= STARLING_PY_MAX_STATUS || !PyExceptionClass_Check(cls)) {
+    PyErr_SetString(PyExc_ValueError, "py_register_error(status < 0, exception class)");
+    return NULL;
   }
+  Py_INCREF(cls);
+  Py_XDECREF(starling_py_error_classes[-status]);
+  starling_py_error_classes[-status] = cls;
+  Py_RETURN_NONE;
 }
 
 static starling_status_t py_context_create(int use_host_comm, int64_t host_comm, int nodes_per_machine,

@@ -12,11 +12,17 @@ import starling
 import starling.torch as bf
 
 # One starling.torch context for the whole session (MPI cannot restart once finalized),
-# plus a neutral Context for the framework-neutral API.
-bf.init()
-_CONTEXT = starling.Context()
-
-RANK, SIZE = bf.rank(), bf.size()
+# plus a neutral Context for the framework-neutral API. Files that test start-up and
+# shutdown themselves run in a fresh process (STARLING_TEST_FRESH_PROCESS=1).
+FRESH_PROCESS = os.environ.get("STARLING_TEST_FRESH_PROCESS") == "1"
+if FRESH_PROCESS:
+    _CONTEXT = None
+    RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    SIZE = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+else:
+    bf.init()
+    _CONTEXT = starling.Context()
+    RANK, SIZE = bf.rank(), bf.size()
 
 # Every dtype Starling reduces, with NumPy's and torch's names (NumPy has no bfloat16).
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8"]

@@ -92,6 +92,10 @@ class GenericAdapter:
 
     @staticmethod
     def empty(x: Any, shape: Sequence[int]) -> np.ndarray:
+        device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
+        if device[0] != 1:  # kDLCPU
+            raise UnsupportedError(f"{type(x).__qualname__} is on DLPack device {tuple(device)}; this build moves "
+                                   "CPU memory only: copy the tensor to the CPU first")
         return np.empty(shape, dtype=np.from_dlpack(x).dtype)
 
     @staticmethod

@@ -37,9 +37,9 @@ def _capsule(tensor: Any) -> Any:
     except (RuntimeError, TypeError, AttributeError):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}") from None
-        raise UnsupportedError(f"Tensor type {tensor.type()} ({tensor.dtype}, {tensor.layout}) is not supported: "
-                               "use a dense tensor of dtype float16, bfloat16, float32, float64, int8, int16, "
-                               "int32, int64 or uint8") from None
+        raise UnsupportedError(f"Tensor type {tensor.dtype} ({tensor.layout}, device {tensor.device}) is not "
+                               "supported: use a dense CPU tensor of dtype float16, bfloat16, float32, float64, "
+                               "int8, int16, int32, int64 or uint8") from None
 
 
 def _empty_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -323,11 +323,10 @@ def barrier() -> None:
 def _allreduce(tensor: torch.Tensor, output: Optional[torch.Tensor], average: bool, is_hierarchical_local: bool,
                name: Optional[str], nonblocking: bool) -> Any:
     h = S.handle or S.require_handle()
-    if average:
-        assert isinstance(tensor, torch.Tensor) and tensor.dtype in _FLOAT_DTYPES, \
-            "If average is set in allreduce, only float or double tensor is allowed."
-    _check_name(name)
     cin = _capsule(tensor)
+    if average:
+        assert tensor.dtype in _FLOAT_DTYPES, "If average is set in allreduce, only float or double tensor is allowed."
+    _check_name(name)
     if output is None:
         output = _empty_like(tensor)
         cout = _capsule(output)
