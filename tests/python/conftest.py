@@ -87,3 +87,14 @@ def tmp_path_shared(name):
     base = os.environ.get("STARLING_TEST_TMP", "/tmp/starling-python-tests")
     os.makedirs(base, exist_ok=True)
     return os.path.join(base, name)
+
+
+# Lines tests want in the final report (accuracy figures): printed by rank 0 at the end.
+REPORT = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORT and RANK == 0:
+        terminalreporter.section(f"figures ({SIZE} ranks)")
+        for line in REPORT:
+            terminalreporter.write_line(line)
