@@ -243,8 +243,9 @@ def test_hierarchical_needs_several_ranks_per_machine_or_a_machine_topology():
         with pytest.raises(AssertionError, match="local size is 1"):
             bf.hierarchical_neighbor_allreduce(x)
         return
-    with pytest.raises(RuntimeError, match="Machine topology must be set"):
-        bf.hierarchical_neighbor_allreduce(x)
+    if bf.load_machine_topology() is None:  # other tests may have set one already
+        with pytest.raises(RuntimeError, match="Machine topology must be set"):
+            bf.hierarchical_neighbor_allreduce(x)
     with pytest.raises(ValueError, match="presented at the same time"):
         bf.hierarchical_neighbor_allreduce(x, self_weight=0.5)
     # One machine holding every rank: the result is the global mean.

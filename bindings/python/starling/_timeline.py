@@ -28,6 +28,7 @@ class Timeline:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self._file: Optional[IO[str]] = open(path, "w", encoding="utf-8")
         self._file.write("[")
         self._first = True
