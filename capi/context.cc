@@ -34,20 +34,15 @@ void RunNonblocking(const std::shared_ptr<runtime::Context>& context, std::uniqu
 namespace {
 
 runtime::ContextOptions ParseOptions(const starling_context_options_t* options) {
+  const starling_context_options_t o = CopyOptions(
+      options, starling_context_options_t STARLING_CONTEXT_OPTIONS_INIT,
+      offsetof(starling_context_options_t, host_comm) + sizeof(int64_t), "options", "STARLING_CONTEXT_OPTIONS_INIT");
+  STARLING_CHECK_ARG(o.use_host_comm == 0 || o.use_host_comm == 1, "options->use_host_comm must be 0 or 1, got ",
+                     o.use_host_comm);
   runtime::ContextOptions parsed;
-  if (options == nullptr) return parsed;
-  STARLING_CHECK_ARG(options->struct_size >= offsetof(starling_context_options_t, host_comm) + sizeof(int64_t),
-                     "options->struct_size is ", options->struct_size,
-                     "; initialize options with STARLING_CONTEXT_OPTIONS_INIT");
-  // Fields added in later versions would be read only when struct_size covers them.
-  starling_context_options_t copy = STARLING_CONTEXT_OPTIONS_INIT;
-  std::memcpy(&copy, options, std::min(options->struct_size, sizeof copy));
-  STARLING_CHECK_ARG(copy.use_host_comm == 0 || copy.use_host_comm == 1, "options->use_host_comm must be 0 or 1, got ",
-                     copy.use_host_comm);
-  parsed.use_host_comm = copy.use_host_comm == 1;
-  parsed.host_comm = copy.host_comm;
-  if (options->struct_size >= offsetof(starling_context_options_t, nodes_per_machine) + sizeof(int))
-    parsed.nodes_per_machine = copy.nodes_per_machine;
+  parsed.use_host_comm = o.use_host_comm == 1;
+  parsed.host_comm = o.host_comm;
+  parsed.nodes_per_machine = o.nodes_per_machine;  // 0 (the default) when an older struct lacks it
   return parsed;
 }
 
@@ -136,6 +131,34 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   const size_t size = std::min(out->struct_size, sizeof full);
   std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
               size - sizeof(size_t));
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_timeline_enabled(starling_context_t ctx, int* out) {
+  STARLING_API_BEGIN();
+  *CheckOut(out, "out") = Contexts().Get(ctx)->timeline() ? 1 : 0;
+  STARLING_API_END();
+}
+
+static runtime::Timeline& TimelineOf(starling_context_t ctx, const char* name) {
+  STARLING_CHECK_ARG(name != nullptr, "name must not be NULL");
+  runtime::Timeline* timeline = Contexts().Get(ctx)->timeline();
+  STARLING_CHECK(timeline != nullptr, Code::kInvalidUsage,
+                 "the timeline is off: set STARLING_TIMELINE=<file prefix> before creating the context");
+  return *timeline;
+}
+
+STARLING_API starling_status_t starling_timeline_start_activity(starling_context_t ctx, const char* name,
+                                                                const char* activity) {
+  STARLING_API_BEGIN();
+  STARLING_CHECK_ARG(activity != nullptr, "activity must not be NULL");
+  TimelineOf(ctx, name).Begin(name, activity);
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_timeline_end_activity(starling_context_t ctx, const char* name) {
+  STARLING_API_BEGIN();
+  TimelineOf(ctx, name).End(name);
   STARLING_API_END();
 }
 

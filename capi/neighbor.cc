@@ -15,10 +15,9 @@ namespace {
 ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
   ops::NeighborArgs parsed;
   if (args == nullptr) return parsed;
-  STARLING_CHECK_ARG(args->struct_size >= offsetof(starling_neighbor_args_t, name) + sizeof(const char*),
-                     "args->struct_size is ", args->struct_size, "; initialize args with STARLING_NEIGHBOR_ARGS_INIT");
-  starling_neighbor_args_t a = STARLING_NEIGHBOR_ARGS_INIT;
-  std::memcpy(&a, args, std::min(args->struct_size, sizeof a));
+  const starling_neighbor_args_t a =
+      CopyOptions(args, starling_neighbor_args_t STARLING_NEIGHBOR_ARGS_INIT,
+                  offsetof(starling_neighbor_args_t, name) + sizeof(const char*), "args", "STARLING_NEIGHBOR_ARGS_INIT");
   STARLING_CHECK_ARG(a.use_weights == 0 || a.use_weights == 1, "args->use_weights must be 0 or 1");
   STARLING_CHECK_ARG(a.dynamic == 0 || a.dynamic == 1, "args->dynamic must be 0 or 1");
   STARLING_CHECK_ARG(a.check_topology == 0 || a.check_topology == 1, "args->check_topology must be 0 or 1");

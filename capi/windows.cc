@@ -24,10 +24,9 @@ HandleTable<WindowEntry, starling_window_t>& Windows() {
 windows::TransferArgs ParseTransfer(const starling_window_args_t* args) {
   windows::TransferArgs parsed;
   if (args == nullptr) return parsed;
-  STARLING_CHECK_ARG(args->struct_size >= offsetof(starling_window_args_t, require_mutex) + sizeof(int),
-                     "args->struct_size is ", args->struct_size, "; initialize args with STARLING_WINDOW_ARGS_INIT");
-  starling_window_args_t a = STARLING_WINDOW_ARGS_INIT;
-  std::memcpy(&a, args, std::min(args->struct_size, sizeof a));
+  const starling_window_args_t a =
+      CopyOptions(args, starling_window_args_t STARLING_WINDOW_ARGS_INIT,
+                  offsetof(starling_window_args_t, require_mutex) + sizeof(int), "args", "STARLING_WINDOW_ARGS_INIT");
   parsed.ranks = CopyArray(a.ranks, a.num_ranks, "ranks");
   if (a.weights != nullptr) parsed.weights = CopyArray(a.weights, a.num_ranks, "weights");
   parsed.self_weight = a.self_weight;
@@ -39,11 +38,9 @@ windows::TransferArgs ParseTransfer(const starling_window_args_t* args) {
 windows::UpdateWeights ParseUpdate(const starling_window_update_args_t* args, const windows::Window& window) {
   windows::UpdateWeights parsed;
   if (args == nullptr) return parsed;
-  STARLING_CHECK_ARG(args->struct_size >= offsetof(starling_window_update_args_t, require_mutex) + sizeof(int),
-                     "args->struct_size is ", args->struct_size,
-                     "; initialize args with STARLING_WINDOW_UPDATE_ARGS_INIT");
-  starling_window_update_args_t a = STARLING_WINDOW_UPDATE_ARGS_INIT;
-  std::memcpy(&a, args, std::min(args->struct_size, sizeof a));
+  const starling_window_update_args_t a = CopyOptions(
+      args, starling_window_update_args_t STARLING_WINDOW_UPDATE_ARGS_INIT,
+      offsetof(starling_window_update_args_t, require_mutex) + sizeof(int), "args", "STARLING_WINDOW_UPDATE_ARGS_INIT");
   STARLING_CHECK_ARG(a.use_weights == 0 || a.use_weights == 1, "args->use_weights must be 0 or 1");
   parsed.use_weights = a.use_weights == 1;
   parsed.self_weight = a.self_weight;

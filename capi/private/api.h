@@ -3,6 +3,8 @@
 // status code plus the thread-local last-error message. Nothing escapes to the host.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,19 @@ std::vector<T> CopyArray(const T* data, int count, const char* name) {
   STARLING_CHECK_ARG(count >= 0, name, " count is negative (", count, ")");
   STARLING_CHECK_ARG(count == 0 || data != nullptr, name, " is NULL but its count is ", count);
   return std::vector<T>(data, data + count);
+}
+
+// Reads an option struct that starts with `size_t struct_size`: fields beyond what the
+// caller's (possibly older) struct has keep the defaults. `required` is the size of the
+// fields every version has.
+template <typename T>
+T CopyOptions(const T* in, const T& defaults, size_t required, const char* what, const char* init_macro) {
+  T copy = defaults;
+  if (in == nullptr) return copy;
+  const size_t size = *reinterpret_cast<const size_t*>(in);
+  STARLING_CHECK_ARG(size >= required, what, "->struct_size is ", size, "; initialize it with ", init_macro);
+  std::memcpy(&copy, in, std::min(size, sizeof copy));
+  return copy;
 }
 
 template <typename T>

@@ -64,6 +64,14 @@ std::string HumanBytes(size_t bytes) {
   return text;
 }
 
+void Progress(const std::string& op, size_t bytes) {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  std::fprintf(stderr, "\r%-28s %10s done   ", op.c_str(), HumanBytes(bytes).c_str());
+  std::fflush(stderr);
+}
+
 void Report(const std::vector<Row>& rows, const std::string& csv_path, const std::string& reference_name) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

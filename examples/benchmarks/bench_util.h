@@ -33,6 +33,9 @@ struct Row {
   Pair pair;
 };
 
+// Rank 0 reports progress on stderr (one line, overwritten).
+void Progress(const std::string& op, size_t bytes);
+
 // Prints the table (rank 0) and appends rows to a CSV file if path is non-empty.
 void Report(const std::vector<Row>& rows, const std::string& csv_path, const std::string& reference_name);
 

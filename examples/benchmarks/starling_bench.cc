@@ -1,88 +1,26 @@
 // starling_bench: Starling's operations against the best raw MPI code for the same data
 // movement, measured in one run (alternating batches), at every size from 4 B up.
 //
-//   mpirun -np 2 starling_bench [--ops allreduce,broadcast,allgather] [--min-bytes 4]
-//          [--max-bytes 67108864] [--budget 0.4] [--csv results.csv]
+//   mpirun -np 2 starling_bench [--ops LIST] [--min-bytes 4] [--max-bytes 67108864]
+//                               [--budget 0.4] [--csv results.csv]
 //
+// LIST (comma-separated, default all): allreduce, broadcast, allgather,
+// neighbor_exp2, neighbor_ring, neighbor_dynamic, fusion, win_put, win_accumulate.
 // Prints a table (reference us, starling us, ratio, difference) and appends CSV rows.
-#include <mpi.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <sstream>
-#include <string>
-#include <vector>
 
-#include <starling/starling.h>
-
-#include "bench_util.h"
+#include "bench_context.h"
 
 namespace {
 
 struct Options {
-  std::vector<std::string> ops = {"allreduce", "broadcast", "allgather"};
+  std::vector<std::string> ops = {"allreduce",        "broadcast", "allgather", "neighbor_exp2", "neighbor_ring",
+                                  "neighbor_dynamic", "fusion",    "win_put",   "win_accumulate"};
   size_t min_bytes = 4;
   size_t max_bytes = size_t{64} << 20;
-  double budget = 0.4;  // seconds per side per size
-  std::string csv;
-};
-
-void Check(starling_status_t status, const char* what) {
-  if (status != STARLING_SUCCESS) {
-    std::fprintf(stderr, "%s failed: %s\n", what, starling_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-}
-
-DLTensor Tensor(float* data, int64_t* shape) {
-  DLTensor t{};
-  t.data = data;
-  t.device = {kDLCPU, 0};
-  t.ndim = 1;
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
-  return t;
-}
-
-struct Bench {
-  starling_context_t ctx;
-  int rank, size;
-  std::vector<float> a, b, gathered;
-
-  bench::Row Allreduce(size_t bytes) {
-    int64_t n = static_cast<int64_t>(bytes / 4);
-    DLTensor in = Tensor(a.data(), &n), out = Tensor(b.data(), &n);
-    auto pair = bench::Compare(
-        [&] { MPI_Allreduce(a.data(), b.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-        [&] { Check(starling_allreduce(ctx, &in, &out, STARLING_SUM, nullptr), "allreduce"); }, budget);
-    return {"allreduce", "sum", size, bytes, pair};
-  }
-
-  bench::Row Broadcast(size_t bytes) {
-    int64_t n = static_cast<int64_t>(bytes / 4);
-    DLTensor t = Tensor(a.data(), &n);
-    auto pair = bench::Compare([&] { MPI_Bcast(a.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD); },
-                               [&] { Check(starling_broadcast(ctx, &t, &t, 0, nullptr), "broadcast"); }, budget);
-    return {"broadcast", "root 0", size, bytes, pair};
-  }
-
-  bench::Row Allgather(size_t bytes) {
-    int64_t n = static_cast<int64_t>(bytes / 4), total = n * size;
-    DLTensor in = Tensor(a.data(), &n), out = Tensor(gathered.data(), &total);
-    auto pair = bench::Compare(
-        [&] {
-          MPI_Allgather(a.data(), static_cast<int>(n), MPI_FLOAT, gathered.data(), static_cast<int>(n), MPI_FLOAT,
-                        MPI_COMM_WORLD);
-        },
-        [&] { Check(starling_allgather(ctx, &in, &out, nullptr, nullptr), "allgather"); }, budget);
-    return {"allgather", "equal sizes", size, bytes, pair};
-  }
-
   double budget = 0.4;
+  std::string csv;
 };
 
 Options Parse(int argc, char** argv) {
@@ -110,8 +48,9 @@ Options Parse(int argc, char** argv) {
       o.csv = next();
     } else {
       std::fprintf(stderr,
-                   "usage: starling_bench [--ops allreduce,broadcast,allgather] [--min-bytes N] [--max-bytes N] "
-                   "[--budget seconds] [--csv file]\n");
+                   "usage: starling_bench [--ops LIST] [--min-bytes N] [--max-bytes N] [--budget seconds] "
+                   "[--csv file]\n  LIST: allreduce,broadcast,allgather,neighbor_exp2,neighbor_ring,"
+                   "neighbor_dynamic,fusion,win_put,win_accumulate\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
   }
@@ -124,44 +63,42 @@ int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   const Options options = Parse(argc, argv);
-  Bench b;
+  bench::BenchContext b;
   b.budget = options.budget;
   starling_context_options_t context_options = STARLING_CONTEXT_OPTIONS_INIT;
   context_options.use_host_comm = 1;
   context_options.host_comm = MPI_Comm_c2f(MPI_COMM_WORLD);
-  Check(starling_context_create(&context_options, &b.ctx), "context_create");
+  bench::Check(starling_context_create(&context_options, &b.ctx), "context_create");
   starling_rank(b.ctx, &b.rank);
   starling_size(b.ctx, &b.size);
   const size_t max_floats = options.max_bytes / 4 + 1;
   b.a.assign(max_floats, 0.0f);
   b.b.assign(max_floats, 0.0f);
   for (size_t i = 0; i < max_floats; ++i) b.a[i] = static_cast<float>((i * 7 + b.rank) % 13) * 0.25f;
-  if (std::find(options.ops.begin(), options.ops.end(), "allgather") != options.ops.end())
-    b.gathered.assign(max_floats * b.size, 0.0f);
 
-  const std::map<std::string, std::function<bench::Row(size_t)>> ops = {
-      {"allreduce", [&](size_t s) { return b.Allreduce(s); }},
-      {"broadcast", [&](size_t s) { return b.Broadcast(s); }},
-      {"allgather", [&](size_t s) { return b.Allgather(s); }},
-  };
+  const std::vector<size_t> sizes = bench::Sizes(options.min_bytes, options.max_bytes);
+  std::vector<size_t> window_sizes;  // windows: 4 KiB and up
+  for (size_t s : sizes)
+    if (s >= 4096) window_sizes.push_back(s);
   std::vector<bench::Row> rows;
   for (const std::string& op : options.ops) {
-    auto it = ops.find(op);
-    if (it == ops.end()) {
-      if (b.rank == 0) std::fprintf(stderr, "unknown op '%s'\n", op.c_str());
-      continue;
+    std::vector<bench::Row> more;
+    if (op == "allreduce" || op == "broadcast" || op == "allgather") {
+      more = bench::RunCollectives(b, op, sizes);
+    } else if (op.rfind("neighbor_", 0) == 0) {
+      more = bench::RunNeighbor(b, op.substr(std::strlen("neighbor_")), sizes);
+    } else if (op == "fusion") {
+      more = bench::RunFusion(b);
+    } else if (op == "win_put" || op == "win_accumulate") {
+      more = bench::RunWindows(b, op, window_sizes);
+    } else if (b.rank == 0) {
+      std::fprintf(stderr, "unknown op '%s'\n", op.c_str());
     }
-    for (size_t bytes : bench::Sizes(options.min_bytes, options.max_bytes)) {
-      rows.push_back(it->second(bytes));
-      if (b.rank == 0) {
-        std::fprintf(stderr, "\r%-12s %10s done", op.c_str(), bench::HumanBytes(bytes).c_str());
-        std::fflush(stderr);
-      }
-    }
+    rows.insert(rows.end(), more.begin(), more.end());
   }
   if (b.rank == 0) std::fprintf(stderr, "\n");
-  bench::Report(rows, options.csv, "mpi");
-  Check(starling_context_destroy(b.ctx), "context_destroy");
+  bench::Report(rows, options.csv, "reference");
+  bench::Check(starling_context_destroy(b.ctx), "context_destroy");
   MPI_Finalize();
   return 0;
 }

@@ -19,27 +19,7 @@
 
 #include <starling/starling.h>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    starling_status_t s_ = (call);                                                         \
-    if (s_ != STARLING_SUCCESS) {                                                          \
-      fprintf(stderr, "%s failed: %s\n", #call, starling_last_error());                    \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-
-static DLTensor vector(double* data, int64_t* length) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = 1;
-  t.dtype.code = kDLFloat;
-  t.dtype.bits = 64;
-  t.dtype.lanes = 1;
-  t.shape = length;
-  return t;
-}
+#include "example_util.h"
 
 /* ||M - J||_2 for a column-stochastic n x n matrix M (row = sender), by power
  * iteration on (M - J)^T (M - J) restricted to vectors orthogonal to 1. */

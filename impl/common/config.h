@@ -19,7 +19,7 @@ struct Config {
   size_t fusion_threshold = 8u << 20;   // bytes; 0 disables fusion
   int nodes_per_machine = 0;            // 0: detect machines by shared memory
   std::string timeline_prefix;          // empty: no timeline
-  size_t chunk_bytes = 256u << 10;      // pipelining unit of large messages
+  size_t chunk_bytes = 1u << 20;        // pipelining unit of large messages
   size_t inline_bytes = 16u << 10;      // payloads up to this travel with their header
   double spin_microseconds = 50.0;      // busy-wait before sleeping
   double window_poll_microseconds = 200.0;  // longest sleep between window polls

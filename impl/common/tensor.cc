@@ -97,6 +97,16 @@ TensorView ViewOf(const DLTensor* tensor, const char* what) {
   return view;
 }
 
+uint32_t TrailingShapeHash(const TensorView& t) {
+  uint32_t h = 2166136261u ^ static_cast<uint32_t>(t.ndim());
+  for (int i = 1; i < t.ndim(); ++i) {
+    const auto d = static_cast<uint64_t>(t.shape[i]);
+    h = (h ^ static_cast<uint32_t>(d)) * 16777619u;
+    h = (h ^ static_cast<uint32_t>(d >> 32)) * 16777619u;
+  }
+  return h;
+}
+
 void CheckInOut(const TensorView& in, const TensorView& out, const char* in_name, const char* out_name) {
   if (in.data == out.data || in.bytes == 0 || out.bytes == 0) return;
   const auto a = reinterpret_cast<uintptr_t>(in.data);

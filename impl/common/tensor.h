@@ -42,4 +42,8 @@ void CheckSameLayout(const TensorView& a, const TensorView& b, const char* a_nam
 
 std::string DescribeDevice(DLDevice device);
 
+// A hash of every dimension but the first (and of ndim): what gathered tensors must
+// share, compared across ranks.
+uint32_t TrailingShapeHash(const TensorView& t);
+
 }  // namespace starling

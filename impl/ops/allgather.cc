@@ -24,16 +24,6 @@ struct Block {
   const char* data;  // valid when meta.has_data
 };
 
-// Trailing dimensions must agree between ranks: fold them into the signature.
-int32_t HashTrailingDims(const TensorView& t) {
-  uint32_t h = 2166136261u ^ static_cast<uint32_t>(t.ndim());
-  for (int i = 1; i < t.ndim(); ++i) {
-    h = (h ^ static_cast<uint32_t>(t.shape[i])) * 16777619u;
-    h = (h ^ static_cast<uint32_t>(static_cast<uint64_t>(t.shape[i]) >> 32)) * 16777619u;
-  }
-  return static_cast<int32_t>(h & 0x7fffffff);
-}
-
 class AllgatherOp : public runtime::Op {
  public:
   AllgatherOp(const TensorView& in, const TensorView* out, int64_t* first_dims, std::string name)
@@ -51,7 +41,7 @@ class AllgatherOp : public runtime::Op {
     sig.kind = gather_ ? OpKind::kAllgather : OpKind::kAllgatherDims;
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.row_bytes());
-    sig.root = HashTrailingDims(in_);
+    sig.root = static_cast<int32_t>(TrailingShapeHash(in_) & 0x7fffffff);  // trailing dims must agree
     sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
     const int p = context.size();
     const int r = context.rank();
@@ -88,8 +78,11 @@ class AllgatherOp : public runtime::Op {
       const int send_block = (r - s + p) % p;
       const int recv_block = (r - s - 1 + p) % p;
       ex.Clear();
-      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], offset[send_block + 1] - offset[send_block]);
-      if (streamed(recv_block)) ex.RecvRaw(left, out + offset[recv_block], offset[recv_block + 1] - offset[recv_block]);
+      const size_t send_bytes = offset[send_block + 1] - offset[send_block];
+      const size_t recv_bytes = offset[recv_block + 1] - offset[recv_block];
+      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], send_bytes, WholeMessageChunk(send_bytes));
+      if (streamed(recv_block))
+        ex.RecvRaw(left, out + offset[recv_block], recv_bytes, nullptr, WholeMessageChunk(recv_bytes));
       ex.Wait();
     }
   }

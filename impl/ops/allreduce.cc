@@ -80,8 +80,8 @@ void Ring(runtime::Context& context, const Group& group, const TensorView& in, c
   for (int s = 0; s < n - 1; ++s) {
     const int send_block = (me + 1 - s + n) % n;
     const int recv_block = (me - s + n) % n;
-    ex.SendRaw(right, dst + begin(send_block), bytes(send_block));
-    ex.RecvRaw(left, dst + begin(recv_block), bytes(recv_block));
+    ex.SendRaw(right, dst + begin(send_block), bytes(send_block), WholeMessageChunk(bytes(send_block)));
+    ex.RecvRaw(left, dst + begin(recv_block), bytes(recv_block), nullptr, WholeMessageChunk(bytes(recv_block)));
     ex.Wait();
     ex.Clear();
   }

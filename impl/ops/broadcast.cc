@@ -1,8 +1,9 @@
 // broadcast over a group. Small tensors: dissemination (ceil(log2 n) rounds in which
 // every member both sends and receives, so a member with another root or shape is
 // always noticed); the data spreads like a binomial tree. Large tensors: an agreement
-// round, then a pipelined chain from the root: each member forwards every chunk the
-// moment it lands, so all links stream at once.
+// round, then either a binomial tree of whole messages (ceil(log2 n) hops), or, when
+// the tensor is long enough to fill the pipeline, a chain from the root in which each
+// member forwards every chunk the moment it lands, so all links stream at once.
 #include <cstring>
 
 #include "impl/ops/agree.h"
@@ -46,13 +47,37 @@ void Chain(runtime::Context& context, const Group& group, const TensorView& out,
   const int next = position < n - 1 ? group.peer(1) : -1;
   char* data = static_cast<char*>(out.data);
   Exchange ex(context, transport::Channel::kCollective, what);
+  // Chunks let every link of a longer chain stream at once; two ranks need one message.
+  const size_t chunk = n == 2 ? WholeMessageChunk(out.bytes) : ex.chunk_bytes();
   if (position == 0) {
-    ex.SendRaw(next, data, out.bytes);
+    ex.SendRaw(next, data, out.bytes, chunk);
   } else {
-    ex.RecvRaw(group.peer(-1), data, out.bytes, [&ex, data, next](const char*, size_t offset, size_t length) {
-      if (next >= 0) ex.SendRaw(next, data + offset, length);
-    });
+    ex.RecvRaw(
+        group.peer(-1), data, out.bytes,
+        [&ex, data, next, chunk](const char*, size_t offset, size_t length) {
+          if (next >= 0) ex.SendRaw(next, data + offset, length, chunk);
+        },
+        chunk);
   }
+  ex.Wait();
+}
+
+void Binomial(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
+              const std::string& what) {
+  const int n = group.size();
+  const int vrank = (group.index - root_index + n) % n;  // position in the tree
+  auto member = [&](int v) { return group.ranks[static_cast<size_t>((v + root_index) % n)]; };
+  const size_t chunk = WholeMessageChunk(out.bytes);
+  Exchange ex(context, transport::Channel::kCollective, what);
+  int mask = 1;
+  while (mask < n && !(vrank & mask)) mask <<= 1;
+  if (mask < n) {  // not the root: receive from the parent first
+    ex.RecvRaw(member(vrank - mask), out.data, out.bytes, nullptr, chunk);
+    ex.Wait();
+    ex.Clear();
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (vrank + mask < n) ex.SendRaw(member(vrank + mask), out.data, out.bytes, chunk);
   ex.Wait();
 }
 
@@ -92,7 +117,13 @@ void RunBroadcast(runtime::Context& context, const Group& group, const TensorVie
     Disseminate(context, group, out, root_index, sig, what);
   } else {
     Agree(context, group, sig, what);
-    Chain(context, group, out, root_index, what);
+    // A chain needs about n - 1 chunks in flight before every link is busy.
+    const size_t chunk = context.config().chunk_bytes;
+    if (group.size() > 2 && out.bytes <= chunk * static_cast<size_t>(group.size() - 1)) {
+      Binomial(context, group, out, root_index, what);
+    } else {
+      Chain(context, group, out, root_index, what);
+    }
   }
 }
 

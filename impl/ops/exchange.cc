@@ -81,7 +81,7 @@ void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   send->peer = peer;
   send->buffer = context_.scratch().Get(sizeof(Header) + (inlined ? bytes : 0));
   Header h = header;
-  h.chunk = static_cast<uint32_t>(chunk_);
+  h.chunk = static_cast<uint32_t>(WholeMessageChunk(bytes));
   if (inlined) h.flags |= kFlagPayloadInline;
   std::memcpy(send->buffer.data(), &h, sizeof h);
   if (inlined && bytes > 0) std::memcpy(send->buffer.data() + sizeof h, payload, bytes);
@@ -89,7 +89,7 @@ void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   CountSend(sizeof h + (inlined ? bytes : 0));
   sends_.push_back(std::move(send));
   ++active_;
-  if (!inlined && bytes > 0) SendRaw(peer, payload, bytes);
+  if (!inlined && bytes > 0) SendRaw(peer, payload, bytes, h.chunk);
 }
 
 int Exchange::RecvFrame(int peer) {
@@ -136,8 +136,8 @@ Exchange::Stream& Exchange::AddStream(bool is_send, int peer, const char* src, c
   return s;
 }
 
-void Exchange::SendRaw(int peer, const void* data, size_t bytes) {
-  AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk_, nullptr);
+void Exchange::SendRaw(int peer, const void* data, size_t bytes, size_t chunk) {
+  AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk ? chunk : chunk_, nullptr);
 }
 
 void Exchange::RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk, size_t chunk) {

@@ -5,6 +5,7 @@
 // enforces the timeout.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,10 @@ namespace starling::ops {
 // Largest payload that travels inside its header's message; receives of frames are
 // posted with room for it. STARLING_INLINE_BYTES is clamped to this.
 constexpr size_t kMaxInlineBytes = 64 << 10;
+// Largest single message (MPI counts are ints). Streams that gain nothing from
+// pipelining travel as one message up to this size.
+constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+inline size_t WholeMessageChunk(size_t bytes) { return bytes == 0 ? 1 : std::min(bytes, kMaxMessageBytes); }
 
 // Called for each chunk of a stream once it has arrived, in order.
 using ChunkFn = std::function<void(const char* data, size_t offset, size_t length)>;
@@ -43,7 +48,9 @@ class Exchange {
   std::shared_ptr<runtime::ScratchPool::Buffer> TakeFrameStorage(int frame);
 
   // --- raw streams whose size both sides already agreed on ---
-  void SendRaw(int peer, const void* data, size_t bytes);
+  // chunk: split into messages of at most this size (0: STARLING_CHUNK_BYTES); the
+  // receiver must use the same value.
+  void SendRaw(int peer, const void* data, size_t bytes, size_t chunk = 0);
   // Receives straight into dst; on_chunk (optional) runs as each chunk lands. chunk:
   // the sender's chunk size (0: this context's STARLING_CHUNK_BYTES).
   void RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk = nullptr, size_t chunk = 0);

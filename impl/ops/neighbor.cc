@@ -12,16 +12,6 @@
 namespace starling::ops {
 namespace {
 
-uint32_t HashTrailing(const TensorView& t) {
-  uint32_t h = 2166136261u ^ static_cast<uint32_t>(t.ndim());
-  for (int i = 1; i < t.ndim(); ++i) {
-    const auto d = static_cast<uint64_t>(t.shape[i]);
-    h = (h ^ static_cast<uint32_t>(d)) * 16777619u;
-    h = (h ^ static_cast<uint32_t>(d >> 32)) * 16777619u;
-  }
-  return h;
-}
-
 // out = self_weight * x + sum_j w_j * d_j * in_j (or the uniform average), skipping
 // sources whose weight is 0.
 void Combine(const NeighborPlan& plan, const TensorView& in, const TensorView& out,
@@ -54,10 +44,14 @@ bool SameSegmentShape(const SegmentInfo& a, const SegmentInfo& b) {
 
 class NeighborAllreduceOp : public runtime::Op {
  public:
-  NeighborAllreduceOp(const TensorView& in, const TensorView& out, NeighborPlan plan, std::string name,
-                      std::shared_ptr<const runtime::TopologyState> topology)
-      : in_(in), out_(out), plan_(std::move(plan)), name_(std::move(name)), topology_(std::move(topology)) {
-    if (!plan_.check) key_ = Str(static_cast<int>(in_.dtype), ":", plan_.Key());
+  NeighborAllreduceOp(const TensorView& in, const TensorView& out, std::shared_ptr<const NeighborPlan> plan,
+                      std::string name)
+      : in_(in), out_(out), plan_ptr_(std::move(plan)), plan_(*plan_ptr_), name_(std::move(name)) {
+    if (!plan_.check) {
+      key_.reserve(plan_.key.size() + 1);
+      key_ += static_cast<char>(in_.dtype);
+      key_ += plan_.key;
+    }
   }
 
   std::string Describe() const override {
@@ -115,17 +109,18 @@ class NeighborAllreduceOp : public runtime::Op {
   }
 
   TensorView in_, out_;
-  NeighborPlan plan_;
+  std::shared_ptr<const NeighborPlan> plan_ptr_;
+  const NeighborPlan& plan_;
   std::string name_;
-  std::shared_ptr<const runtime::TopologyState> topology_;  // the snapshot this op was built with
   std::string key_;
 };
 
 class NeighborAllgatherOp : public runtime::Op {
  public:
-  NeighborAllgatherOp(const TensorView& in, const TensorView* out, int64_t* first_dims, NeighborPlan plan,
-                      std::string name)
-      : in_(in), gather_(out != nullptr), first_dims_(first_dims), plan_(std::move(plan)), name_(std::move(name)) {
+  NeighborAllgatherOp(const TensorView& in, const TensorView* out, int64_t* first_dims,
+                      std::shared_ptr<const NeighborPlan> plan, std::string name)
+      : in_(in), gather_(out != nullptr), first_dims_(first_dims), plan_ptr_(std::move(plan)), plan_(*plan_ptr_),
+        name_(std::move(name)) {
     if (out) out_ = *out;
   }
 
@@ -141,7 +136,7 @@ class NeighborAllgatherOp : public runtime::Op {
     info.count = static_cast<int64_t>(in_.row_bytes());
     info.first_dim = in_.first_dim();
     info.bytes = gather_ ? in_.bytes : 0;
-    info.shape_hash = HashTrailing(in_) ^ (gather_ ? 0u : 0x80000000u);
+    info.shape_hash = TrailingShapeHash(in_) ^ (gather_ ? 0u : 0x80000000u);
     if (plan_.check) CheckSendRecvMatch(context, plan_.send_ranks, plan_.recv_ranks, info.seq, Describe());
     const auto received = NeighborExchange(context, plan_.send_ranks, plan_.send_weights, {Outgoing{info, in_.data}},
                                            plan_.recv_ranks, {info.seq}, Describe());
@@ -168,13 +163,29 @@ class NeighborAllgatherOp : public runtime::Op {
   TensorView out_;
   bool gather_;
   int64_t* first_dims_;
-  NeighborPlan plan_;
+  std::shared_ptr<const NeighborPlan> plan_ptr_;
+  const NeighborPlan& plan_;
   std::string name_;
 };
 
-NeighborPlan PlanFor(const runtime::Context& context, const NeighborArgs& args) {
+bool IsDefault(const NeighborArgs& args) {
+  return !args.use_weights && !args.dynamic && !args.check_topology && args.sources.empty() &&
+         args.destinations.empty() && args.destination_weights.empty();
+}
+
+// The plan for `args` over the current topology. The default plan (static mode,
+// topology weights: what most calls use) is computed once per topology snapshot.
+std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, const NeighborArgs& args) {
   std::shared_ptr<const runtime::TopologyState> topology = context.topology();
-  return MakeNeighborPlan(*topology->graph, topology->weighted, context.rank(), args, "rank");
+  if (!IsDefault(args))
+    return std::make_shared<const NeighborPlan>(
+        MakeNeighborPlan(*topology->graph, topology->weighted, context.rank(), args, "rank"));
+  std::lock_guard<std::mutex> lock(topology->cache_mutex);
+  if (!topology->default_neighbor_plan) {
+    topology->default_neighbor_plan = std::make_shared<const NeighborPlan>(
+        MakeNeighborPlan(*topology->graph, topology->weighted, context.rank(), args, "rank"));
+  }
+  return std::static_pointer_cast<const NeighborPlan>(topology->default_neighbor_plan);
 }
 
 }  // namespace
@@ -212,11 +223,11 @@ std::unique_ptr<runtime::Op> MakeNeighborAllreduce(const runtime::Context& conte
                                                    const TensorView& out, const NeighborArgs& args) {
   CheckSameLayout(in, out, "in", "out");
   CheckInOut(in, out, "in", "out");
-  return std::make_unique<NeighborAllreduceOp>(in, out, PlanFor(context, args), args.name, context.topology());
+  return std::make_unique<NeighborAllreduceOp>(in, out, PlanFor(context, args), args.name);
 }
 
 int NeighborSourceCount(const runtime::Context& context, const NeighborArgs& args) {
-  return static_cast<int>(PlanFor(context, args).recv_ranks.size());
+  return static_cast<int>(PlanFor(context, args)->recv_ranks.size());
 }
 
 std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& context, const TensorView& in,
@@ -234,7 +245,7 @@ std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& conte
     plain.destination_weights.clear();
     plain.self_weight = 1.0;
   }
-  NeighborPlan plan = PlanFor(context, plain);
+  std::shared_ptr<const NeighborPlan> plan = PlanFor(context, plain);
   if (out != nullptr) {
     bool trailing_equal = in.ndim() == out->ndim();
     for (int i = 1; trailing_equal && i < in.ndim(); ++i) trailing_equal = in.shape[i] == out->shape[i];
@@ -242,8 +253,8 @@ std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& conte
                        " but in is ", in.Describe(), "; out must have in's dtype and all dimensions but the first");
     CheckInOut(in, *out, "in", "out");
   } else {
-    STARLING_CHECK_ARG(first_dims != nullptr || plan.recv_ranks.empty(), "first_dims must not be NULL (",
-                       plan.recv_ranks.size(), " sources)");
+    STARLING_CHECK_ARG(first_dims != nullptr || plan->recv_ranks.empty(), "first_dims must not be NULL (",
+                       plan->recv_ranks.size(), " sources)");
   }
   return std::make_unique<NeighborAllgatherOp>(in, out, first_dims, std::move(plan), args.name);
 }

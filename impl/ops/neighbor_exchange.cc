@@ -5,10 +5,11 @@
 namespace starling::ops {
 namespace {
 
-constexpr uint64_t kDataFollows = 1;  // Header::aux: segment data arrive as raw streams
 
-// `keep` holds the frame payload until the sends complete (a payload above the inline
-// limit is sent from this memory, not copied).
+// `keep` holds the frame payload (and packed data) until the sends complete.
+// Small frames carry table and data in one message. Otherwise the table travels
+// alone and the data follows as ONE message: a single segment straight from the
+// caller's tensor, several (a fused group) packed together.
 void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& outgoing,
           std::vector<std::vector<char>>& keep) {
   const size_t table_bytes = outgoing.size() * sizeof(SegmentInfo);
@@ -31,13 +32,22 @@ void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& ou
   header.sender = -1;
   header.sig.kind = OpKind::kNeighborAllreduce;  // marks a neighbor frame
   header.sig.count = static_cast<int64_t>(outgoing.size());
+  header.sig.chunk = static_cast<uint32_t>(WholeMessageChunk(data_bytes));
   header.payload_bytes = payload.size();
-  header.aux = packed ? 0 : kDataFollows;
+  header.aux = packed ? 0 : data_bytes;
   ex.SendFrame(peer, header, payload.data());
-  if (!packed) {
-    for (const Outgoing& o : outgoing)
-      if (o.info.bytes > 0) ex.SendRaw(peer, o.data, o.info.bytes);
+  if (packed || data_bytes == 0) return;
+  const void* data = outgoing[0].data;
+  if (outgoing.size() > 1) {
+    keep.emplace_back(data_bytes);
+    char* out = keep.back().data();
+    for (const Outgoing& o : outgoing) {
+      if (o.info.bytes > 0) std::memcpy(out, o.data, o.info.bytes);
+      out += o.info.bytes;
+    }
+    data = keep.back().data();
   }
+  ex.SendRaw(peer, data, data_bytes, WholeMessageChunk(data_bytes));
 }
 
 // Moves, for each source still missing segments, its stashed segments into `result`.
@@ -103,25 +113,27 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
                          h.payload_bytes >= static_cast<uint64_t>(h.sig.count) * sizeof(SegmentInfo),
                      Code::kMismatch, what, ": rank ", sources[s], " sent ", DescribeSignature(h.sig),
                      " where this rank expected neighbor data; ranks are calling different operations");
-      std::shared_ptr<runtime::ScratchPool::Buffer> storage = ex.TakeFrameStorage(frames[s]);
+      const std::shared_ptr<runtime::ScratchPool::Buffer> frame_storage = ex.TakeFrameStorage(frames[s]);
+      std::shared_ptr<runtime::ScratchPool::Buffer> storage = frame_storage;  // where the data lives
       const char* payload = ex.payload(frames[s]);
-      const char* cursor = payload + h.sig.count * sizeof(SegmentInfo);
+      const char* table_end = payload + h.sig.count * sizeof(SegmentInfo);
+      // Header::aux = bytes of data following in one message (0: packed in the frame).
+      const char* cursor = table_end;
+      const char* limit = payload + h.payload_bytes;
+      if (h.aux > 0) {
+        storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(h.aux));
+        ex.RecvRaw(sources[s], storage->data(), h.aux, nullptr, h.sig.chunk);
+        cursor = storage->data();
+        limit = cursor + h.aux;
+      }
       for (int64_t i = 0; i < h.sig.count; ++i) {
         Segment segment;
         std::memcpy(&segment.info, payload + i * sizeof(SegmentInfo), sizeof(SegmentInfo));
-        if (h.aux == kDataFollows) {
-          if (segment.info.bytes > 0) {
-            segment.storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(segment.info.bytes));
-            segment.data = segment.storage->data();
-            ex.RecvRaw(sources[s], segment.storage->data(), segment.info.bytes);
-          }
-        } else {
-          STARLING_CHECK(cursor + segment.info.bytes <= payload + h.payload_bytes, Code::kMismatch, what,
-                         ": malformed neighbor data from rank ", sources[s]);
-          segment.storage = storage;
-          segment.data = cursor;
-          cursor += segment.info.bytes;
-        }
+        STARLING_CHECK(segment.info.bytes <= static_cast<uint64_t>(limit - cursor), Code::kMismatch, what,
+                       ": malformed neighbor data from rank ", sources[s]);
+        segment.storage = storage;
+        segment.data = cursor;
+        cursor += segment.info.bytes;
         arrived[s].push_back(std::move(segment));
       }
     }

@@ -30,9 +30,13 @@ void CheckPeers(const std::vector<int>& ids, int n, int me, const char* what, co
   }
 }
 
-}  // namespace
-
-std::string NeighborPlan::Key() const {
+std::string KeyOf(const NeighborPlan& plan) {
+  const auto& send_ranks = plan.send_ranks;
+  const auto& send_weights = plan.send_weights;
+  const auto& recv_ranks = plan.recv_ranks;
+  const auto& recv_weights = plan.recv_weights;
+  const double self_weight = plan.self_weight;
+  const bool uniform = plan.uniform, dynamic = plan.dynamic, check = plan.check;
   std::string key;
   auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
   auto put_ints = [&](const std::vector<int>& v) {
@@ -55,8 +59,10 @@ std::string NeighborPlan::Key() const {
   return key;
 }
 
-NeighborPlan MakeNeighborPlan(const topology::Graph& graph, bool weighted, int me, const NeighborArgs& args,
-                              const char* unit) {
+
+// The plan itself (MakeNeighborPlan adds the key).
+NeighborPlan BuildPlan(const topology::Graph& graph, bool weighted, int me, const NeighborArgs& args,
+                       const char* unit) {
   const int n = graph.size();
   NeighborPlan plan;
   plan.dynamic = args.dynamic;
@@ -115,6 +121,15 @@ NeighborPlan MakeNeighborPlan(const topology::Graph& graph, bool weighted, int m
                                                        : args.destination_weights;
   for (size_t i = 0; i < plan.send_ranks.size(); ++i) CheckWeight(plan.send_weights[i], "destination weight", plan.send_ranks[i], unit);
   plan.check = args.check_topology;
+  return plan;
+}
+
+}  // namespace
+
+NeighborPlan MakeNeighborPlan(const topology::Graph& graph, bool weighted, int me, const NeighborArgs& args,
+                              const char* unit) {
+  NeighborPlan plan = BuildPlan(graph, weighted, me, args, unit);
+  plan.key = KeyOf(plan);
   return plan;
 }
 

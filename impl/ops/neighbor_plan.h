@@ -32,8 +32,9 @@ struct NeighborPlan {
   bool dynamic = false;
   bool check = false;
 
-  // Equal keys mean the same peers and weights: such operations may be fused.
-  std::string Key() const;
+  // Equal keys mean the same peers and weights: such operations may be fused. Set by
+  // MakeNeighborPlan.
+  std::string key;
 };
 
 // `me` is this rank's id in `graph` (a rank, or a machine id for hierarchical ops);

@@ -31,9 +31,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     auto initial = std::make_shared<TopologyState>();
     initial->graph = std::make_shared<const topology::Graph>(topology::Exponential(context->size_, 2));
     context->topology_ = std::move(initial);
+    if (!context->config_.timeline_prefix.empty())
+      context->timeline_ = std::make_unique<Timeline>(context->config_.timeline_prefix, context->rank_);
     context->engine_ = std::make_unique<Engine>(*context);
     context->engine_->Start();
   } catch (...) {
+    context->timeline_.reset();
     context->transport_.reset();
     context->holds_mpi_ = false;
     transport::MpiLifetime::Release();
@@ -58,6 +61,7 @@ void Context::Destroy() {
   if (destroyed_) return;
   destroyed_ = true;
   if (engine_) engine_->Stop();
+  timeline_.reset();  // completes the JSON file
   // Windows may still exist: withdraw their posted receives while MPI is alive.
   if (background_stop_) background_stop_();
   background_ = nullptr;

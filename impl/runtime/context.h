@@ -15,6 +15,7 @@
 #include "impl/topology/graph.h"
 #include "impl/runtime/engine.h"
 #include "impl/runtime/scratch.h"
+#include "impl/runtime/timeline.h"
 #include "impl/transport/mpi/mpi_transport.h"
 
 namespace starling::runtime {
@@ -40,6 +41,10 @@ struct ContextOptions {
 struct TopologyState {
   std::shared_ptr<const topology::Graph> graph;
   bool weighted = false;
+  // Data derived from this snapshot by other modules, computed once (the default
+  // neighbor plan): the snapshot is immutable, so the cache never goes stale.
+  mutable std::mutex cache_mutex;
+  mutable std::shared_ptr<const void> default_neighbor_plan;
 };
 
 class Context {
@@ -62,6 +67,8 @@ class Context {
   Engine& engine() { return *engine_; }
 
   Stats& stats() { return stats_; }
+  // The timeline, or nullptr when STARLING_TIMELINE is not set.
+  Timeline* timeline() { return timeline_.get(); }
 
   // --- for the executing operation (execution lock held) ---
   ScratchPool& scratch() { return scratch_; }
@@ -115,6 +122,7 @@ class Context {
 
   ScratchPool scratch_;
   Stats stats_;
+  std::unique_ptr<Timeline> timeline_;
   uint64_t sequence_ = 0;
 
   mutable std::mutex topology_mutex_;

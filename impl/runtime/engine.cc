@@ -11,6 +11,19 @@ namespace starling::runtime {
 namespace {
 using Clock = std::chrono::steady_clock;
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// The progress thread polls windows only after the execution lock has been idle this
+// long: while the application keeps calling Starling, its own wait loops serve the
+// peers, and a polling progress thread would only compete for the lock and the core.
+constexpr int64_t kQuietBeforePollNs = 100'000;
+// Submissions closer together than this form a burst: the progress thread lets the
+// burst finish before running fusable work, so it travels as one group.
+constexpr int64_t kBurstGapNs = 10'000;
+constexpr int64_t kMaxBurstWaitNs = 200'000;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -36,12 +49,14 @@ void Engine::Stop() {
 
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   std::shared_ptr<Request> request = op->request;
+  if (Timeline* timeline = context_.timeline()) timeline->Instant(op->TimelineLane(), "ENQUEUE");
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     STARLING_CHECK(!stopping_, Code::kShutdown, op->Describe(), ": the context is being destroyed");
     queue_.push_back(std::move(op));
     queued_.fetch_add(1, std::memory_order_release);
+    last_submit_ns_.store(NowNs(), std::memory_order_relaxed);
     wake = thread_sleeping_;
   }
   if (wake) queue_cv_.notify_one();
@@ -60,7 +75,7 @@ std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
     }
     RunQueued(nullptr);  // earlier submissions first
     RunOne(*op);
-    exec_mutex_.unlock();
+    ReleaseExec();
     WakeThreadIfWorkLeft();
     return request;
   }
@@ -74,7 +89,7 @@ void Engine::Wait(Request& request) {
   while (!request.done()) {
     if (queued_.load(std::memory_order_acquire) > 0 && exec_mutex_.try_lock()) {
       RunQueued(&request);
-      exec_mutex_.unlock();
+      ReleaseExec();
       WakeThreadIfWorkLeft();
       continue;
     }
@@ -146,11 +161,16 @@ std::pair<Code, std::string> Classify(const Op& op) {
 }  // namespace
 
 void Engine::RunOne(Op& op) {
+  Timeline* timeline = context_.timeline();
+  const std::string lane = timeline ? op.TimelineLane() : std::string();
+  if (timeline) timeline->Begin(lane, "RUN", op.Describe());
   try {
     context_.CheckUsable();
     op.Run(context_);
+    if (timeline) timeline->End(lane);
     Complete(op, Code::kOk, {});
   } catch (...) {
+    if (timeline) timeline->End(lane);
     auto [code, message] = Classify(op);
     Complete(op, code, std::move(message));
   }
@@ -162,10 +182,19 @@ void Engine::RunFused(const std::vector<std::unique_ptr<Op>>& group) {
   context_.stats().fusion_groups.fetch_add(1, std::memory_order_relaxed);
   context_.stats().fused_operations.fetch_add(group.size(), std::memory_order_relaxed);
   STARLING_LOG_DEBUG("fused ", group.size(), " operations starting with ", group[0]->Describe());
+  Timeline* timeline = context_.timeline();
+  if (timeline)
+    for (Op* op : members) timeline->Begin(op->TimelineLane(), Str("RUN (fused, ", group.size(), " operations)"));
+  auto end_spans = [&] {
+    if (timeline)
+      for (Op* op : members) timeline->End(op->TimelineLane());
+  };
   try {
     context_.CheckUsable();
     group[0]->RunGroup(context_, members);
+    end_spans();
   } catch (...) {
+    end_spans();
     auto [code, message] = Classify(*group[0]);
     for (const auto& op : group) Complete(*op, code, message);
     return;
@@ -188,6 +217,22 @@ void Engine::Complete(Op& op, Code code, std::string message) {
   op.request->Complete(code, std::move(message));
 }
 
+void Engine::ReleaseExec() {
+  last_active_ns_.store(NowNs(), std::memory_order_relaxed);
+  exec_mutex_.unlock();
+}
+
+bool Engine::BurstInProgress() {
+  const int64_t now = NowNs();
+  const int64_t last = last_submit_ns_.load(std::memory_order_relaxed);
+  if (now - last >= kBurstGapNs) return false;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  if (queue_.empty() || queue_.front()->fusion_key().empty()) return false;
+  size_t bytes = 0;
+  for (const auto& op : queue_) bytes += op->fusion_bytes();
+  return bytes < fusion_threshold_;
+}
+
 void Engine::WakeThreadIfWorkLeft() {
   if (queued_.load(std::memory_order_acquire) == 0) return;
   bool wake = false;
@@ -201,7 +246,7 @@ void Engine::WakeThreadIfWorkLeft() {
 void Engine::ThreadMain() {
   // Background polls back off geometrically while nothing arrives, from a few
   // microseconds up to the configured maximum, and reset after any work.
-  constexpr double kMinPollInterval = 5e-6;
+  constexpr double kMinPollInterval = 20e-6;
   double interval = kMinPollInterval;
   for (;;) {
     std::function<bool()> poll;
@@ -230,6 +275,13 @@ void Engine::ThreadMain() {
       poll = poll_;
       if (poll) interval = std::min(interval * 2, poll_max_interval_);
     }
+    // Let a burst of fusable submissions finish (bounded) so it fuses into one group.
+    const int64_t burst_start = NowNs();
+    while (fusion_threshold_ > 0 && BurstInProgress() && NowNs() - burst_start < kMaxBurstWaitNs)
+      std::this_thread::yield();
+    const bool have_work = queued_.load(std::memory_order_acquire) > 0;
+    const bool poll_now = poll && NowNs() - last_active_ns_.load(std::memory_order_relaxed) >= kQuietBeforePollNs;
+    if (!have_work && !poll_now) continue;
     if (!exec_mutex_.try_lock()) {
       // A caller is executing; it wakes us if it leaves work behind. Re-check soon.
       std::unique_lock<std::mutex> lock(queue_mutex_);
@@ -239,14 +291,21 @@ void Engine::ThreadMain() {
       continue;
     }
     RunQueued(nullptr);
-    if (poll) {
+    bool polled_work = false;
+    if (poll_now) {
       try {
-        if (poll()) interval = kMinPollInterval;
+        polled_work = poll();
       } catch (const std::exception& e) {
         STARLING_LOG(LogLevel::kError, "window service failed: ", e.what());
       }
+      if (polled_work) interval = kMinPollInterval;
     }
-    exec_mutex_.unlock();
+    // Only the application's operations count as activity; serving peers does not.
+    if (have_work) {
+      ReleaseExec();
+    } else {
+      exec_mutex_.unlock();
+    }
   }
 }
 

@@ -61,6 +61,9 @@ class Engine {
   // Completes `op`'s request from the exception in flight (or success if none).
   void Complete(Op& op, Code code, std::string message);
   void WakeThreadIfWorkLeft();
+  void ReleaseExec();  // unlocks exec_mutex_ and records the time
+  // Progress thread: true while a burst of fusable submissions is still arriving.
+  bool BurstInProgress();
 
   Context& context_;
   std::mutex exec_mutex_;  // held while an operation (or a background poll) runs
@@ -75,6 +78,10 @@ class Engine {
   double poll_max_interval_ = 0;           // guarded by queue_mutex_
   double spin_seconds_ = 0;
   size_t fusion_threshold_ = 0;
+  // Monotonic nanoseconds of the last submission and of the last time a thread let go
+  // of the execution lock after running operations.
+  std::atomic<int64_t> last_submit_ns_{0};
+  std::atomic<int64_t> last_active_ns_{0};
   std::thread thread_;
 };
 

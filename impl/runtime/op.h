@@ -22,6 +22,11 @@ class Op {
   virtual void Run(Context& context) = 0;
   // "allreduce 'grad.w' (sum, float32[1024])", for messages and the timeline.
   virtual std::string Describe() const = 0;
+  // The timeline lane: the description up to its details ("allreduce 'grad.w'").
+  std::string TimelineLane() const {
+    const std::string text = Describe();
+    return text.substr(0, text.find(" ("));
+  }
 
   // --- fusion (optional) ---
   // Operations with equal non-empty keys, queued back to back, may run as one group

@@ -141,12 +141,12 @@ class TransferOp : public runtime::Op {
       r.window_id = window_->id();
       r.sender = context.rank();
       r.bytes = tensor_.bytes;
-      r.chunk = static_cast<uint32_t>(data.chunk_bytes());
+      r.chunk = static_cast<uint32_t>(ops::WholeMessageChunk(tensor_.bytes));
       r.flags = (require_mutex_ ? kRequestRequireMutex : 0) | (with_p ? kRequestHasP : 0);
       r.weight = weights_[i];
       r.p = p * weights_[i];
       requests.SendRaw(ranks_[i], &r, sizeof r);
-      if (tensor_.bytes > 0) data.SendRaw(ranks_[i], tensor_.data, tensor_.bytes);
+      if (tensor_.bytes > 0) data.SendRaw(ranks_[i], tensor_.data, tensor_.bytes, r.chunk);
       replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
     }
     requests.Wait();

@@ -83,10 +83,10 @@ void Service::Reply(runtime::Context& context, int to, Code code, const std::str
   WindowReply reply;
   reply.code = static_cast<int32_t>(code);
   reply.bytes = data ? bytes : 0;
-  reply.chunk = static_cast<uint32_t>(ex.chunk_bytes());
+  reply.chunk = static_cast<uint32_t>(ops::WholeMessageChunk(bytes));
   std::strncpy(reply.message, message.c_str(), sizeof reply.message - 1);
   ex.SendRaw(to, &reply, sizeof reply);
-  if (data && bytes > 0) ex.SendRaw(to, data, bytes);
+  if (data && bytes > 0) ex.SendRaw(to, data, bytes, reply.chunk);
   ex.Wait();
 }
 

@@ -401,6 +401,24 @@ TEST_F(Windows, BadInput) {
   EXPECT_ERROR(starling_window_associated_p(win, &p), STARLING_ERR_INVALID_HANDLE, "window");
 }
 
+TEST(WindowLifetime, DestroyingAContextWithLiveWindows) {
+  starling_context_t ctx;
+  ASSERT_OK(starling_context_create(nullptr, &ctx));
+  Buffer x(Kind::kF64, {16});
+  starling_window_t win;
+  ASSERT_OK(starling_window_create(ctx, &x.t, "left open", 0, &win));
+  ASSERT_OK(starling_window_put(win, &x.t, nullptr));
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_context_destroy(ctx));  // withdraws the window service's receives
+  EXPECT_ERROR(starling_window_put(win, &x.t, nullptr), STARLING_ERR_SHUTDOWN, "context is being destroyed");
+  // MPI (owned by the test) still works: nothing was left posted on it.
+  int value = 1, sum = 0;
+  MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  int world;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  EXPECT_EQ(sum, world);
+}
+
 TEST_F(Windows, RanksDisagreeOnCreate) {
   if (size < 2) GTEST_SKIP();
   Buffer x(Kind::kF32, {rank == 1 ? 5 : 4});

@@ -38,7 +38,7 @@ TEST(Config, DefaultsWhenUnset) {
   EXPECT_EQ(c.timeout_seconds, 0.0);
   EXPECT_EQ(c.fusion_threshold, 8u << 20);
   EXPECT_EQ(c.nodes_per_machine, 0);
-  EXPECT_EQ(c.chunk_bytes, 256u << 10);
+  EXPECT_EQ(c.chunk_bytes, 1u << 20);
   EXPECT_TRUE(c.timeline_prefix.empty());
 }
 

@@ -176,6 +176,18 @@ typedef struct starling_stats {
 /* Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);
 
+/* The timeline: with STARLING_TIMELINE=<prefix>, each rank writes <prefix><rank>.json
+ * (Chrome trace format: open in chrome://tracing or ui.perfetto.dev) with every
+ * operation's submission and execution and the activities marked below, one lane per
+ * name. The file is complete once the context is destroyed. */
+/* *out = 1 if this context writes a timeline. */
+STARLING_API starling_status_t starling_timeline_enabled(starling_context_t ctx, int* out);
+/* Starts / ends a user activity (e.g. "FORWARD") on lane `name`. Activities on one lane
+ * nest. Errors: INVALID_USAGE when the timeline is off, INVALID_ARGUMENT (NULL). */
+STARLING_API starling_status_t starling_timeline_start_activity(starling_context_t ctx, const char* name,
+                                                                const char* activity);
+STARLING_API starling_status_t starling_timeline_end_activity(starling_context_t ctx, const char* name);
+
 /* ---------------------------------------------------------------------------------
  * Requests: the handle of a _nonblocking call.
  *

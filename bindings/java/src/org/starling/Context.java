@@ -1,0 +1,475 @@
+package org.starling;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.starling.internal.StarlingNative;
+import org.starling.internal.status_code;
+
+/**
+ * A group of ranks with one progress engine: the entry point of every operation.
+ *
+ * <p>Collective methods must be called by every rank in the same order. Blocking methods
+ * return when the operation is done; {@code ...Nonblocking} methods return a
+ * {@link Request} that keeps their tensors alive until it completes. Passing the same
+ * Tensor as input and output runs an operation in place. Failures throw
+ * {@link StarlingException}; bad Java arguments throw IllegalArgumentException before
+ * anything is submitted.
+ *
+ * <p>The first context initializes MPI and closing the last one finalizes it, after
+ * which no context can be created in this process: keep one open for the program's life.
+ * {@link #close()} is collective; there is no finalizer.
+ */
+public final class Context implements AutoCloseable {
+  /** Options of {@link #create(Options)} (starling_context_options_t). */
+  public static final class Options {
+    private boolean useHostComm;
+    private long hostComm;
+    private int nodesPerMachine;
+
+    /** Use the host's communicator (a Fortran handle); MPI must be initialized with THREAD_MULTIPLE. */
+    public Options hostComm(long fortranHandle) {
+      useHostComm = true;
+      hostComm = fortranHandle;
+      return this;
+    }
+
+    /** Group consecutive ranks into machines of this many ranks (0: detect). */
+    public Options nodesPerMachine(int ranks) {
+      nodesPerMachine = ranks;
+      return this;
+    }
+  }
+
+  final long handle;
+  private final int size;
+  private boolean closed;
+  final Map<Long, Window> windows = new ConcurrentHashMap<>();
+
+  private Context(long handle) {
+    this.handle = handle;
+    this.size = size();
+  }
+
+  /** A context over MPI_COMM_WORLD. Collective. */
+  public static Context create() {
+    return create(new Options());
+  }
+
+  /** A context with options. Collective. */
+  public static Context create(Options options) {
+    Check.notNull(options, "options");
+    long[] out = new long[1];
+    Call.run(c -> StarlingNative.context_create(c.own(StarlingNative.java_context_options_new(
+        options.useHostComm ? 1 : 0, options.hostComm, options.nodesPerMachine), "context options"), out));
+    return new Context(out[0]);
+  }
+
+  @FunctionalInterface
+  private interface Query {
+    int call(long context, int[] out);
+  }
+
+  private int query(Query q) {
+    int[] out = new int[1];
+    q.call(handle, out);
+    return out[0];
+  }
+
+  public int rank() {
+    return query(StarlingNative::rank);
+  }
+
+  public int size() {
+    return query(StarlingNative::size);
+  }
+
+  /** Rank within this rank's machine. */
+  public int localRank() {
+    return query(StarlingNative::local_rank);
+  }
+
+  public int localSize() {
+    return query(StarlingNative::local_size);
+  }
+
+  /** Index of this rank's machine. */
+  public int machineRank() {
+    return query(StarlingNative::machine_rank);
+  }
+
+  public int machineSize() {
+    return query(StarlingNative::machine_size);
+  }
+
+  /** Same ranks per machine, numbered contiguously per machine. */
+  public boolean isHomogeneous() {
+    return query(StarlingNative::is_homogeneous) != 0;
+  }
+
+  /** True if this context writes a timeline ({@code STARLING_TIMELINE=<prefix>}). */
+  public boolean timelineEnabled() {
+    return query(StarlingNative::timeline_enabled) != 0;
+  }
+
+  /** Starts a user activity (e.g. "FORWARD") on timeline lane {@code name}; throws if the timeline is off. */
+  public void timelineStartActivity(String name, String activity) {
+    StarlingNative.timeline_start_activity(handle, name, activity);
+  }
+
+  public void timelineEndActivity(String name) {
+    StarlingNative.timeline_end_activity(handle, name);
+  }
+
+  public Stats stats() {
+    long[] v = new long[6];
+    StarlingNative.get_stats(handle, v);
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5]);
+  }
+
+  // ---- topology
+
+  /** Sets the graph of neighbor operations (weighted: default to its weights). Collective. */
+  public void setTopology(Topology topology, boolean weighted) {
+    Check.notNull(topology, "topology");
+    StarlingNative.set_topology(handle, topology.handle, weighted ? 1 : 0);
+  }
+
+  /** A copy of the context's topology (close it when done). */
+  public Topology topology() {
+    long[] out = new long[1];
+    StarlingNative.get_topology(handle, out, null);
+    return new Topology(out[0]);
+  }
+
+  /** Whether neighbor operations default to the topology's weights. */
+  public boolean isTopologyWeighted() {
+    long[] out = new long[1];
+    int[] weighted = new int[1];
+    StarlingNative.get_topology(handle, out, weighted);
+    StarlingNative.topology_free(out[0]);
+    return weighted[0] != 0;
+  }
+
+  /** Sets the machine graph of hierarchicalNeighborAllreduce. Collective. */
+  public void setMachineTopology(Topology topology, boolean weighted) {
+    Check.notNull(topology, "topology");
+    StarlingNative.set_machine_topology(handle, topology.handle, weighted ? 1 : 0);
+  }
+
+  /** A copy of the machine topology, or null if none was set. */
+  public Topology machineTopology() {
+    long[] out = new long[1];
+    StarlingNative.get_machine_topology(handle, out, null);
+    return out[0] == 0 ? null : new Topology(out[0]);
+  }
+
+  /** This rank's in-neighbors in the context's topology, ascending. */
+  public int[] inNeighbors() {
+    int[] ranks = new int[size];
+    int[] count = new int[1];
+    StarlingNative.in_neighbors(handle, ranks, size, count);
+    return Arrays.copyOf(ranks, count[0]);
+  }
+
+  /** This rank's out-neighbors in the context's topology, ascending. */
+  public int[] outNeighbors() {
+    int[] ranks = new int[size];
+    int[] count = new int[1];
+    StarlingNative.out_neighbors(handle, ranks, size, count);
+    return Arrays.copyOf(ranks, count[0]);
+  }
+
+  // ---- classic collectives (name: a label for diagnostics, may be null)
+
+  /** out = op over all ranks of in. Collective. */
+  public void allreduce(Tensor in, Tensor out, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    Call.run(c -> StarlingNative.allreduce(handle, c.in(in, "in"), c.out(out, "out"), code, name));
+  }
+
+  public void allreduce(Tensor in, Tensor out, ReduceOp op) {
+    allreduce(in, out, op, null);
+  }
+
+  public Request allreduceNonblocking(Tensor in, Tensor out, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    return Call.submit(this, (c, r) ->
+        StarlingNative.allreduce_nonblocking(handle, c.in(in, "in"), c.out(out, "out"), code, name, r));
+  }
+
+  public Request allreduceNonblocking(Tensor in, Tensor out, ReduceOp op) {
+    return allreduceNonblocking(in, out, op, null);
+  }
+
+  /** Every rank's out = root's in. Collective. */
+  public void broadcast(Tensor in, Tensor out, int root, String name) {
+    Call.run(c -> StarlingNative.broadcast(handle, c.in(in, "in"), c.out(out, "out"), root, name));
+  }
+
+  public void broadcast(Tensor in, Tensor out, int root) {
+    broadcast(in, out, root, null);
+  }
+
+  public Request broadcastNonblocking(Tensor in, Tensor out, int root, String name) {
+    return Call.submit(this, (c, r) ->
+        StarlingNative.broadcast_nonblocking(handle, c.in(in, "in"), c.out(out, "out"), root, name, r));
+  }
+
+  public Request broadcastNonblocking(Tensor in, Tensor out, int root) {
+    return broadcastNonblocking(in, out, root, null);
+  }
+
+  /**
+   * out = every rank's in concatenated along dimension 0, in rank order (first
+   * dimensions may differ). Returns each rank's first dimension. Collective.
+   */
+  public long[] allgather(Tensor in, Tensor out, String name) {
+    long[][] dims = new long[1][];
+    Call.run(c -> {
+      StarlingNative.allgather(handle, c.in(in, "in"), c.out(out, "out"), c.firstDims(size, size), name);
+      dims[0] = c.firstDims();
+    });
+    return dims[0];
+  }
+
+  public long[] allgather(Tensor in, Tensor out) {
+    return allgather(in, out, null);
+  }
+
+  /** As allgather into a new direct tensor sized by allgatherFirstDims (two collectives). */
+  public Tensor allgather(Tensor in) {
+    long[] dims = allgatherFirstDims(in);
+    Tensor out = Tensor.allocate(in.dtype(), gatheredShape(in, dims));
+    allgather(in, out, null);
+    return out;
+  }
+
+  /** Request.firstDims() gives each rank's first dimension. */
+  public Request allgatherNonblocking(Tensor in, Tensor out, String name) {
+    return Call.submit(this, (c, r) -> StarlingNative.allgather_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), c.firstDims(size, size), name, r));
+  }
+
+  public Request allgatherNonblocking(Tensor in, Tensor out) {
+    return allgatherNonblocking(in, out, null);
+  }
+
+  /** Each rank's first dimension of in (checks that the rest of the shape agrees). Collective. */
+  public long[] allgatherFirstDims(Tensor in) {
+    long[][] dims = new long[1][];
+    Call.run(c -> {
+      StarlingNative.allgather_first_dims(handle, c.in(in, "in"), c.firstDims(size, size), null);
+      dims[0] = c.firstDims();
+    });
+    return dims[0];
+  }
+
+  public Request allgatherFirstDimsNonblocking(Tensor in) {
+    return Call.submit(this, (c, r) ->
+        StarlingNative.allgather_first_dims_nonblocking(handle, c.in(in, "in"), c.firstDims(size, size), null, r));
+  }
+
+  /** Returns once every rank has entered it. Collective. */
+  public void barrier() {
+    StarlingNative.barrier(handle);
+  }
+
+  public Request barrierNonblocking() {
+    return Call.submit(this, (c, r) -> StarlingNative.barrier_nonblocking(handle, r));
+  }
+
+  /** Allreduce among this machine's ranks only. Collective over the context. */
+  public void localAllreduce(Tensor in, Tensor out, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    Call.run(c -> StarlingNative.local_allreduce(handle, c.in(in, "in"), c.out(out, "out"), code, name));
+  }
+
+  public Request localAllreduceNonblocking(Tensor in, Tensor out, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    return Call.submit(this, (c, r) ->
+        StarlingNative.local_allreduce_nonblocking(handle, c.in(in, "in"), c.out(out, "out"), code, name, r));
+  }
+
+  /** out = selfWeight * in + pairWeight * peer's in; only this rank and peer call it. */
+  public void pairGossip(Tensor in, Tensor out, int peer, double selfWeight, double pairWeight, String name) {
+    Call.run(c -> StarlingNative.pair_gossip(handle, c.in(in, "in"), c.out(out, "out"), peer, selfWeight,
+        pairWeight, name));
+  }
+
+  public Request pairGossipNonblocking(Tensor in, Tensor out, int peer, double selfWeight, double pairWeight,
+      String name) {
+    return Call.submit(this, (c, r) -> StarlingNative.pair_gossip_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), peer, selfWeight, pairWeight, name, r));
+  }
+
+  // ---- neighbor collectives
+
+  /** out = self_weight * in + sum over sources of w_j * in_j (see NeighborArgs). Collective. */
+  public void neighborAllreduce(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    Call.run(c -> StarlingNative.neighbor_allreduce(handle, c.in(in, "in"), c.out(out, "out"), args.build(c)));
+  }
+
+  /** With the topology's default weights. */
+  public void neighborAllreduce(Tensor in, Tensor out) {
+    neighborAllreduce(in, out, NeighborArgs.defaults());
+  }
+
+  public Request neighborAllreduceNonblocking(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    return Call.submit(this, (c, r) -> StarlingNative.neighbor_allreduce_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), args.build(c), r));
+  }
+
+  public Request neighborAllreduceNonblocking(Tensor in, Tensor out) {
+    return neighborAllreduceNonblocking(in, out, NeighborArgs.defaults());
+  }
+
+  /**
+   * out = the sources' tensors along dimension 0, in source order (static: in-neighbors
+   * ascending; dynamic: sourceRanks as given). Returns their first dimensions. Collective.
+   */
+  public long[] neighborAllgather(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    int sources = sourceCount(args);
+    long[][] dims = new long[1][];
+    Call.run(c -> {
+      StarlingNative.neighbor_allgather(handle, c.in(in, "in"), c.out(out, "out"), c.firstDims(size, sources),
+          args.build(c));
+      dims[0] = c.firstDims();
+    });
+    return dims[0];
+  }
+
+  /** As neighborAllgather into a new direct tensor (two collectives). */
+  public Tensor neighborAllgather(Tensor in, NeighborArgs args) {
+    long[] dims = neighborAllgatherFirstDims(in, args);
+    Tensor out = Tensor.allocate(in.dtype(), gatheredShape(in, dims));
+    neighborAllgather(in, out, args);
+    return out;
+  }
+
+  /** Request.firstDims() gives the sources' first dimensions. */
+  public Request neighborAllgatherNonblocking(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    int sources = sourceCount(args);
+    return Call.submit(this, (c, r) -> StarlingNative.neighbor_allgather_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), c.firstDims(size, sources), args.build(c), r));
+  }
+
+  /** The sources' first dimensions, in source order. Collective. */
+  public long[] neighborAllgatherFirstDims(Tensor in, NeighborArgs args) {
+    Check.notNull(args, "args");
+    int sources = sourceCount(args);
+    long[][] dims = new long[1][];
+    Call.run(c -> {
+      StarlingNative.neighbor_allgather_first_dims(handle, c.in(in, "in"), c.firstDims(size, sources),
+          args.build(c));
+      dims[0] = c.firstDims();
+    });
+    return dims[0];
+  }
+
+  /** Average inside machines, neighbor allreduce between them (args name machines). Collective. */
+  public void hierarchicalNeighborAllreduce(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    Call.run(c -> StarlingNative.hierarchical_neighbor_allreduce(handle, c.in(in, "in"), c.out(out, "out"),
+        args.build(c)));
+  }
+
+  public Request hierarchicalNeighborAllreduceNonblocking(Tensor in, Tensor out, NeighborArgs args) {
+    Check.notNull(args, "args");
+    return Call.submit(this, (c, r) -> StarlingNative.hierarchical_neighbor_allreduce_nonblocking(handle,
+        c.in(in, "in"), c.out(out, "out"), args.build(c), r));
+  }
+
+  /** Sources of a neighbor operation: dynamic, as listed; static, every in-neighbor. */
+  private int sourceCount(NeighborArgs args) {
+    return args.isDynamic() ? args.sourceRanks().length : inNeighbors().length;
+  }
+
+  private static long[] gatheredShape(Tensor in, long[] firstDims) {
+    long[] shape = in.shape();
+    shape[0] = Arrays.stream(firstDims).sum();
+    return shape;
+  }
+
+  // ---- windows
+
+  /**
+   * Creates window {@code name} over {@code tensor}, which must be direct: the window
+   * reads and writes its memory until it is closed. Collective.
+   */
+  public Window createWindow(Tensor tensor, String name, boolean zeroInit) {
+    Check.notNull(tensor, "tensor");
+    Check.notNull(name, "name");
+    if (!tensor.isDirect()) {
+      throw new IllegalArgumentException("a window needs a direct tensor (Tensor.allocate or a direct"
+          + " ByteBuffer): it reads and writes that memory until it is closed");
+    }
+    Call call = new Call(); // the window borrows the descriptor until it is freed
+    long[] out = new long[1];
+    try {
+      StarlingNative.window_create(handle, call.out(tensor, "tensor"), name, zeroInit ? 1 : 0, out);
+    } catch (RuntimeException e) {
+      call.close();
+      throw e;
+    }
+    Window window = new Window(this, out[0], name, tensor, call);
+    windows.put(out[0], window);
+    return window;
+  }
+
+  /** The open window called {@code name}; StarlingException (NOT_FOUND) if none. */
+  public Window window(String name) {
+    Check.notNull(name, "name");
+    long[] out = new long[1];
+    StarlingNative.window_lookup(handle, name, out);
+    Window window = windows.get(out[0]);
+    if (window == null) throw new IllegalStateException("window " + name + " was not created through this Context");
+    return window;
+  }
+
+  /** Names of the open windows, sorted. */
+  public List<String> windowNames() {
+    byte[] text = new byte[256];
+    long[] length = new long[1];
+    while (true) {
+      try {
+        StarlingNative.window_names(handle, text, length);
+        break;
+      } catch (StarlingException e) {
+        // Too small: length holds the size needed (names may change meanwhile: retry).
+        if (e.code() != status_code.ERR_INVALID_ARGUMENT || length[0] < text.length) throw e;
+        text = new byte[Math.toIntExact(length[0] + 1)];
+      }
+    }
+    String all = new String(text, 0, (int) length[0], StandardCharsets.UTF_8);
+    return all.isEmpty() ? new ArrayList<>() : new ArrayList<>(Arrays.asList(all.split("\n")));
+  }
+
+  /** Push-sum: windows carry the associated scalar p. */
+  public void setWindowAssociatedPEnabled(boolean enabled) {
+    StarlingNative.set_window_associated_p_enabled(handle, enabled ? 1 : 0);
+  }
+
+  /**
+   * Destroys the context (collective). Operations already submitted finish first; later
+   * calls throw StarlingException (INVALID_HANDLE). Idempotent.
+   */
+  @Override
+  public synchronized void close() {
+    if (closed) return;
+    closed = true;
+    try {
+      StarlingNative.context_destroy(handle);
+    } finally {
+      Request.releaseAll(this);
+      windows.clear();
+    }
+  }
+}

@@ -1,0 +1,5 @@
+package org.starling;
+
+/** Counters of a context since its creation (starling_stats_t). */
+public record Stats(long operations, long fusedOperations, long fusionGroups, long messagesSent, long bytesSent,
+    long scratchBytes) {}

@@ -1,0 +1,123 @@
+"""
+    Context(; nodes_per_machine=0, host_comm=nothing)
+    Context(f; kwargs...)   # do-block: closes the context afterwards
+
+A group of ranks with one progress engine. Collective. `ctx.rank` and `ctx.size` are
+this rank and the number of ranks. `nodes_per_machine` groups consecutive ranks into
+simulated machines; `host_comm` (a Fortran communicator handle, e.g.
+`MPI.Comm_c2f(comm)` from MPI.jl) makes Starling use the host's MPI instead of its own.
+
+The first context initializes MPI and closing the last one finalizes it, after which
+no context can be created in the process: keep one open for the program's life. Close
+it with `close(ctx)` on every rank (collective); there is no finalizer.
+"""
+mutable struct Context
+    handle::L.starling_context_t
+    rank::Int
+    size::Int
+    windows::Dict{String,Any}
+    closed::Bool
+end
+
+function Context(; nodes_per_machine::Integer=0, host_comm::Union{Nothing,Integer}=nothing)
+    options = Ref(L.starling_context_options_t(; use_host_comm=host_comm === nothing ? 0 : 1,
+                                                 host_comm=something(host_comm, 0),
+                                                 nodes_per_machine=nodes_per_machine))
+    out = Ref{L.starling_context_t}(C_NULL)
+    check(L.starling_context_create(options, out))
+    ctx = Context(out[], 0, 1, Dict{String,Any}(), false)
+    ctx.rank = query(L.starling_rank, ctx)
+    ctx.size = query(L.starling_size, ctx)
+    return ctx
+end
+
+function Context(f::Function; kwargs...)
+    ctx = Context(; kwargs...)
+    try
+        return f(ctx)
+    finally
+        close(ctx)
+    end
+end
+
+function query(f::Function, ctx::Context)
+    out = Ref{Cint}(0)
+    check(f(ctx.handle, out))
+    return Int(out[])
+end
+
+"Rank within this rank's machine."
+local_rank(ctx::Context) = query(L.starling_local_rank, ctx)
+local_size(ctx::Context) = query(L.starling_local_size, ctx)
+"Index of this rank's machine."
+machine_rank(ctx::Context) = query(L.starling_machine_rank, ctx)
+machine_size(ctx::Context) = query(L.starling_machine_size, ctx)
+"Same number of ranks on every machine, numbered contiguously per machine."
+is_homogeneous(ctx::Context) = query(L.starling_is_homogeneous, ctx) != 0
+
+"Counters since the context's creation (operations, fusion, messages, bytes, scratch)."
+function stats(ctx::Context)
+    s = Ref(L.starling_stats_t())
+    check(L.starling_get_stats(ctx.handle, s))
+    v = s[]
+    return (operations=Int(v.operations), fused_operations=Int(v.fused_operations),
+            fusion_groups=Int(v.fusion_groups), messages_sent=Int(v.messages_sent),
+            bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes))
+end
+
+"True if this context writes a timeline (`STARLING_TIMELINE=<prefix>`)."
+timeline_enabled(ctx::Context) = query(L.starling_timeline_enabled, ctx) != 0
+
+"""
+    timeline_start_activity(ctx, name, activity)
+    timeline_end_activity(ctx, name)
+    timeline_activity(f, ctx, name, activity)   # do-block form
+
+Marks a user activity (e.g. "FORWARD") on the timeline lane `name`. Throws
+`StarlingError` (INVALID_USAGE) when the timeline is off.
+"""
+timeline_start_activity(ctx::Context, name::AbstractString, activity::AbstractString) =
+    check(L.starling_timeline_start_activity(ctx.handle, name, activity))
+timeline_end_activity(ctx::Context, name::AbstractString) = check(L.starling_timeline_end_activity(ctx.handle, name))
+
+function timeline_activity(f::Function, ctx::Context, name::AbstractString, activity::AbstractString)
+    timeline_start_activity(ctx, name, activity)
+    try
+        return f()
+    finally
+        timeline_end_activity(ctx, name)
+    end
+end
+
+"""
+    close(ctx)
+
+Destroys the context (collective): operations already submitted finish first, later
+calls throw `StarlingError` (INVALID_HANDLE). Idempotent.
+"""
+function Base.close(ctx::Context)
+    ctx.closed && return nothing
+    ctx.closed = true
+    try
+        check(L.starling_context_destroy(ctx.handle))
+    finally
+        release_requests(ctx)
+        empty!(ctx.windows)
+    end
+    return nothing
+end
+
+"The library's version, `major * 10000 + minor * 100 + patch`."
+version() = Int(L.starling_get_version())
+
+"The STARLING_* environment variables in effect, with their defaults and meanings."
+config() = unsafe_string(L.starling_config_string())
+
+"Whether Starling's operations accept arrays of element type `T`."
+function dtype_supported(::Type{T}) where {T}
+    haskey(DTYPES, T) || return false
+    code, bits = DTYPES[T]
+    out = Ref{Cint}(0)
+    check(L.starling_dtype_supported(L.DLDataType(code, bits, 1), out))
+    return out[] != 0
+end

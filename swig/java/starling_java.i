@@ -1,0 +1,241 @@
+// Java typemaps for the shared interface (swig/starling.i). The generated module
+// (package org.starling.internal) is a raw, 1:1 layer under the hand-written API in
+// org.starling:
+// - every starling_status_t < 0 throws org.starling.StarlingException carrying the
+//   status and starling_last_error(); results >= 0 come back as int;
+// - handles, DLTensor pointers and option structs cross as `long` (native addresses
+//   made by the starling_java_* builders below and freed with starling_java_free);
+// - output parameters are Java arrays the wrapper writes into;
+// - first_dims, which a nonblocking call writes after it returns, is a direct ByteBuffer
+//   the caller keeps alive until the request completes.
+// Only the hand-written layer calls this module: it passes capacities equal to the
+// array lengths it allocates, which the C functions trust.
+
+%rename("%(strip:[starling_])s") "";
+%rename("%(strip:[STARLING_])s", %$isconstant) "";
+%rename("%(strip:[STARLING_])s", %$isenumitem) "";
+
+%include "enumtypeunsafe.swg"
+%javaconst(1);
+
+%pragma(java) jniclasscode=%{
+  static {
+    org.starling.NativeLoader.load();
+  }
+%}
+
+%{
+#include <stdlib.h>
+#include <string.h>
+
+/* Throws org.starling.StarlingException(status, starling_last_error()). */
+static void starling_java_throw_status(JNIEnv* jenv, starling_status_t status) {
+  jclass cls = (*jenv)->FindClass(jenv, "org/starling/StarlingException");
+  if (!cls) return; /* NoClassDefFoundError is pending */
+  jmethodID ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  if (!ctor) return;
+  jstring message = (*jenv)->NewStringUTF(jenv, starling_last_error());
+  if (!message) return;
+  jobject error = (*jenv)->NewObject(jenv, cls, ctor, (jint)status, message);
+  if (error) (*jenv)->Throw(jenv, (jthrowable)error);
+}
+%}
+
+// Status: thrown in the "ret" typemap, after argout has released every Java array.
+%typemap(ret) starling_status_t {
+  if ($1 < 0) starling_java_throw_status(jenv, $1);
+}
+
+// ---- handles: opaque ids as long; `T*` outputs are long[] of at least one entry.
+%define STARLING_JAVA_HANDLE(TYPE)
+%typemap(jni) TYPE "jlong"
+%typemap(jtype) TYPE "long"
+%typemap(jstype) TYPE "long"
+%typemap(javain) TYPE "$javainput"
+%typemap(in) TYPE %{ $1 = ($1_ltype)(uintptr_t)$input; %}
+%typemap(jni) TYPE* "jlongArray"
+%typemap(jtype) TYPE* "long[]"
+%typemap(jstype) TYPE* "long[]"
+%typemap(javain) TYPE* "$javainput"
+%typemap(in) TYPE* (TYPE temp = NULL) {
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "handle output needs a long[1]");
+    return $null;
+  }
+  $1 = &temp;
+}
+%typemap(argout) TYPE* {
+  {
+    jlong value = (jlong)(uintptr_t)temp$argnum;
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 1, &value);
+  }
+}
+%enddef
+STARLING_JAVA_HANDLE(starling_context_t)
+STARLING_JAVA_HANDLE(starling_request_t)
+STARLING_JAVA_HANDLE(starling_topology_t)
+STARLING_JAVA_HANDLE(starling_schedule_t)
+STARLING_JAVA_HANDLE(starling_window_t)
+
+// ---- native structs built by the helpers below: passed as their address.
+%define STARLING_JAVA_ADDRESS(TYPE)
+%typemap(jni) TYPE "jlong"
+%typemap(jtype) TYPE "long"
+%typemap(jstype) TYPE "long"
+%typemap(javain) TYPE "$javainput"
+%typemap(in) TYPE %{ $1 = ($1_ltype)(uintptr_t)$input; %}
+%enddef
+STARLING_JAVA_ADDRESS(DLTensor*)
+STARLING_JAVA_ADDRESS(const DLTensor*)
+STARLING_JAVA_ADDRESS(const starling_context_options_t*)
+STARLING_JAVA_ADDRESS(const starling_neighbor_args_t*)
+STARLING_JAVA_ADDRESS(const starling_window_args_t*)
+STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
+%ignore starling_context_options;
+%ignore starling_neighbor_args;
+%ignore starling_window_args;
+%ignore starling_window_update_args;
+%ignore starling_stats;
+
+// ---- primitive arrays: inputs (const T*) are read, outputs (T*) copied back. NULL
+// stays NULL (the C functions accept it where the capacity is 0).
+%define STARLING_JAVA_ARRAY(CTYPE, JNITYPE, JNIARRAY, JAVATYPE, FN)
+%typemap(jni) CTYPE*, const CTYPE* "JNIARRAY"
+%typemap(jtype) CTYPE*, const CTYPE* "JAVATYPE[]"
+%typemap(jstype) CTYPE*, const CTYPE* "JAVATYPE[]"
+%typemap(javain) CTYPE*, const CTYPE* "$javainput"
+%typemap(in) CTYPE*, const CTYPE* {
+  $1 = $input ? ($1_ltype)JCALL2(Get##FN##ArrayElements, jenv, $input, NULL) : NULL;
+  if ($input && !$1) return $null; /* OutOfMemoryError is pending */
+}
+%typemap(argout) CTYPE* {
+  if ($1) JCALL3(Release##FN##ArrayElements, jenv, $input, (JNITYPE*)$1, 0);
+}
+%typemap(argout) const CTYPE* {
+  if ($1) JCALL3(Release##FN##ArrayElements, jenv, $input, (JNITYPE*)$1, JNI_ABORT);
+}
+%enddef
+STARLING_JAVA_ARRAY(int, jint, jintArray, int, Int)
+STARLING_JAVA_ARRAY(double, jdouble, jdoubleArray, double, Double)
+STARLING_JAVA_ARRAY(int64_t, jlong, jlongArray, long, Long)
+STARLING_JAVA_ARRAY(size_t, jlong, jlongArray, long, Long)
+
+// first_dims: a direct ByteBuffer (native order, 8 bytes per entry), because a
+// nonblocking allgather writes it after the call returns.
+%typemap(jni) int64_t* first_dims "jobject"
+%typemap(jtype) int64_t* first_dims "java.nio.ByteBuffer"
+%typemap(jstype) int64_t* first_dims "java.nio.ByteBuffer"
+%typemap(javain) int64_t* first_dims "$javainput"
+%typemap(in) int64_t* first_dims {
+  $1 = $input ? (int64_t*)JCALL1(GetDirectBufferAddress, jenv, $input) : NULL;
+  if ($input && !$1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "first_dims must be a direct ByteBuffer");
+    return $null;
+  }
+}
+%typemap(argout) int64_t* first_dims ""
+
+// window_names: the text lands in a byte[] whose length is the capacity.
+%typemap(jni) (char* buffer, size_t capacity) "jbyteArray"
+%typemap(jtype) (char* buffer, size_t capacity) "byte[]"
+%typemap(jstype) (char* buffer, size_t capacity) "byte[]"
+%typemap(javain) (char* buffer, size_t capacity) "$javainput"
+%typemap(in) (char* buffer, size_t capacity) {
+  $1 = $input ? (char*)JCALL2(GetByteArrayElements, jenv, $input, NULL) : NULL;
+  if ($input && !$1) return $null;
+  $2 = $input ? (size_t)JCALL1(GetArrayLength, jenv, $input) : 0;
+}
+%typemap(argout) (char* buffer, size_t capacity) {
+  if ($1) JCALL3(ReleaseByteArrayElements, jenv, $input, (jbyte*)$1, 0);
+}
+
+// DLDataType by value: int[] {code, bits, lanes}.
+%typemap(jni) DLDataType "jintArray"
+%typemap(jtype) DLDataType "int[]"
+%typemap(jstype) DLDataType "int[]"
+%typemap(javain) DLDataType "$javainput"
+%typemap(in) DLDataType {
+  {
+    jint v[3];
+    if (!$input || JCALL1(GetArrayLength, jenv, $input) != 3) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "dtype must be int[] {code, bits, lanes}");
+      return $null;
+    }
+    JCALL4(GetIntArrayRegion, jenv, $input, 0, 3, v);
+    $1.code = (uint8_t)v[0];
+    $1.bits = (uint8_t)v[1];
+    $1.lanes = (uint16_t)v[2];
+  }
+}
+
+// Stats: long[] of at least 6 entries, in the struct's field order.
+%typemap(jni) starling_stats_t* out "jlongArray"
+%typemap(jtype) starling_stats_t* out "long[]"
+%typemap(jstype) starling_stats_t* out "long[]"
+%typemap(javain) starling_stats_t* out "$javainput"
+%typemap(in) starling_stats_t* out (starling_stats_t temp = STARLING_STATS_INIT) {
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 6) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stats output needs a long[6]");
+    return $null;
+  }
+  $1 = &temp;
+}
+%typemap(argout) starling_stats_t* out {
+  {
+    jlong v[6] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+                  (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
+                  (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 6, v);
+  }
+}
+
+// ---- builders for the native structs above (the ABI's pointer-bearing structs).
+// Each returns an address for starling_java_free, or 0 on bad input or no memory; the
+// Java layer validates first, these checks only keep the JVM safe.
+
+// A direct java.nio.ByteBuffer: its address and capacity in bytes.
+%ignore starling_java_buffer;
+%typemap(jni) starling_java_buffer_t "jobject"
+%typemap(jtype) starling_java_buffer_t "java.nio.ByteBuffer"
+%typemap(jstype) starling_java_buffer_t "java.nio.ByteBuffer"
+%typemap(javain) starling_java_buffer_t "$javainput"
+%typemap(in) starling_java_buffer_t {
+  $1.address = $input ? (char*)JCALL1(GetDirectBufferAddress, jenv, $input) : NULL;
+  if (!$1.address) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "expected a direct ByteBuffer");
+    return $null;
+  }
+  $1.capacity = (int64_t)JCALL1(GetDirectBufferCapacity, jenv, $input);
+}
+
+// (array, length) pairs for the builders.
+%define STARLING_JAVA_IN_ARRAY(CTYPE, JNITYPE, JNIARRAY, JAVATYPE, FN)
+%typemap(jni) (const CTYPE* IN_ARRAY, int IN_LENGTH) "JNIARRAY"
+%typemap(jtype) (const CTYPE* IN_ARRAY, int IN_LENGTH) "JAVATYPE[]"
+%typemap(jstype) (const CTYPE* IN_ARRAY, int IN_LENGTH) "JAVATYPE[]"
+%typemap(javain) (const CTYPE* IN_ARRAY, int IN_LENGTH) "$javainput"
+%typemap(in) (const CTYPE* IN_ARRAY, int IN_LENGTH) {
+  $1 = $input ? ($1_ltype)JCALL2(Get##FN##ArrayElements, jenv, $input, NULL) : NULL;
+  if ($input && !$1) return $null;
+  $2 = $input ? (int)JCALL1(GetArrayLength, jenv, $input) : -1;
+}
+%typemap(argout) (const CTYPE* IN_ARRAY, int IN_LENGTH) {
+  if ($1) JCALL3(Release##FN##ArrayElements, jenv, $input, (JNITYPE*)$1, JNI_ABORT);
+}
+%enddef
+STARLING_JAVA_IN_ARRAY(int, jint, jintArray, int, Int)
+STARLING_JAVA_IN_ARRAY(double, jdouble, jdoubleArray, double, Double)
+STARLING_JAVA_IN_ARRAY(long long, jlong, jlongArray, long, Long)
+%apply (const long long* IN_ARRAY, int IN_LENGTH) { (const long long* shape, int ndim) };
+%apply (const int* IN_ARRAY, int IN_LENGTH) {
+  (const int* source_ranks, int num_sources), (const int* destination_ranks, int num_destinations),
+  (const int* ranks, int num_ranks) };
+%apply (const double* IN_ARRAY, int IN_LENGTH) {
+  (const double* source_weights, int num_source_weights),
+  (const double* destination_weights, int num_destination_weights),
+  (const double* weights, int num_weights) };
+
+%{
+#include "builders.h"
+%}
+%include "builders.h"

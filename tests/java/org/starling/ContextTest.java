@@ -1,0 +1,150 @@
+package org.starling;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNull;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
+import static org.junit.Assume.assumeTrue;
+
+import org.junit.Before;
+import org.junit.FixMethodOrder;
+import org.junit.Test;
+import org.junit.runners.MethodSorters;
+
+/** Context layout, options, library queries and the JVM's own signals next to MPI. */
+@FixMethodOrder(MethodSorters.NAME_ASCENDING)
+public class ContextTest {
+  private Context ctx;
+  private int rank;
+  private int size;
+
+  @Before
+  public void setUp() {
+    ctx = TestSupport.context();
+    rank = ctx.rank();
+    size = ctx.size();
+  }
+
+  @Test
+  public void layoutMatchesTheLauncher() {
+    // Open MPI's environment is an independent reference for the world layout.
+    assertEquals(Integer.parseInt(System.getenv().getOrDefault("OMPI_COMM_WORLD_SIZE", "1")), size);
+    assertEquals(Integer.parseInt(System.getenv().getOrDefault("OMPI_COMM_WORLD_RANK", "0")), rank);
+    assertEquals(size, ctx.localSize()); // one host
+    assertEquals(rank, ctx.localRank());
+    assertEquals(1, ctx.machineSize());
+    assertEquals(0, ctx.machineRank());
+    assertTrue(ctx.isHomogeneous());
+  }
+
+  @Test
+  public void simulatedMachinesGroupConsecutiveRanks() {
+    assumeTrue("needs an even number of ranks", size % 2 == 0);
+    try (Context machines = Context.create(new Context.Options().nodesPerMachine(2))) {
+      assertEquals(2, machines.localSize());
+      assertEquals(rank % 2, machines.localRank());
+      assertEquals(size / 2, machines.machineSize());
+      assertEquals(rank / 2, machines.machineRank());
+      assertNull(machines.machineTopology());
+    }
+  }
+
+  @Test
+  public void versionConfigAndDtypes() {
+    assertEquals(Starling.bindingVersion(), Starling.version());
+    assertEquals("0.1.0", Starling.versionString());
+    assertTrue(Starling.config().contains("STARLING_TIMEOUT_SECONDS"));
+    for (DType d : DType.values()) assertTrue(d.toString(), Starling.isSupported(d));
+  }
+
+  @Test
+  public void statsCountOperations() {
+    Stats before = ctx.stats();
+    double[] x = {1, 2, 3};
+    for (int i = 0; i < 3; ++i) ctx.allreduce(Tensor.of(x), Tensor.of(x), ReduceOp.SUM);
+    Stats after = ctx.stats();
+    assertEquals(before.operations() + 3, after.operations());
+    assertTrue(size == 1 || after.bytesSent() > before.bytesSent());
+  }
+
+  @Test
+  public void timelineIsOffByDefaultAndSaysSo() {
+    assertFalse(ctx.timelineEnabled());  // the tests run without STARLING_TIMELINE
+    try {
+      ctx.timelineStartActivity("lane", "FORWARD");
+      fail("an activity without a timeline must throw");
+    } catch (StarlingException e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("STARLING_TIMELINE"));
+    }
+  }
+
+  @Test
+  public void defaultTopologyIsExponentialTwo() {
+    TestSupport.resetTopology(ctx);
+    try (Topology t = ctx.topology(); Topology exp2 = Topology.exponentialTwo(size)) {
+      assertTrue(t.isEquivalent(exp2));
+      assertFalse(ctx.isTopologyWeighted());
+      assertArrayEquals(exp2.inNeighbors(rank), ctx.inNeighbors());
+      assertArrayEquals(exp2.outNeighbors(rank), ctx.outNeighbors());
+    }
+  }
+
+  @Test
+  public void closedContextThrowsAndCloseIsIdempotent() {
+    Context other = Context.create();
+    other.close();
+    other.close();
+    TestSupport.expect(Status.INVALID_HANDLE, "already freed or destroyed", other::rank);
+    TestSupport.expect(Status.INVALID_HANDLE, "destroyed", other::barrier);
+    double[] x = {1};
+    TestSupport.expect(Status.INVALID_HANDLE, "context",
+        () -> other.allreduce(Tensor.of(x), Tensor.of(x), ReduceOp.SUM));
+  }
+
+  @Test
+  public void requestsOutliveTheirContext() {
+    double[] x = {rank};
+    Request r;
+    try (Context other = Context.create()) {
+      r = other.allreduceNonblocking(Tensor.of(x), Tensor.of(x), ReduceOp.SUM);
+    } // destroy lets submitted operations finish
+    r.waitFor();
+    r.close();
+    assertEquals(size * (size - 1) / 2.0, x[0], 0);
+  }
+
+  private static int length(int[] a) {
+    return a.length;
+  }
+
+  /**
+   * The JVM turns SIGSEGV (implicit null checks in compiled code) and SIGFPE (integer
+   * division) into exceptions; MPI, initialized after the JVM installed its handlers,
+   * must leave them alone.
+   */
+  @Test
+  public void jvmSignalsStillBecomeExceptionsAfterMpiInit() {
+    long sum = 0;
+    int npes = 0;
+    int divisions = 0;
+    for (int i = 0; i < 2_000_000; ++i) {
+      int[] a = i % 1000 == 999 ? null : new int[i % 5];
+      try {
+        sum += length(a);
+      } catch (NullPointerException e) {
+        npes++;
+      }
+      try {
+        sum += 7 / (i % 1000);
+      } catch (ArithmeticException e) {
+        divisions++;
+      }
+    }
+    assertEquals(2000, npes);
+    assertEquals(2000, divisions);
+    assertTrue(sum > 0);
+    ctx.barrier();
+  }
+}
