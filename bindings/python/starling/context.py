@@ -1,7 +1,8 @@
 """Contexts: a group of ranks with one progress engine, and every operation on it."""
 
 import atexit
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import contextlib
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -169,6 +170,24 @@ class Context:
         """Counters since creation: operations, fused operations and groups, messages and
         bytes sent, scratch memory held."""
         return _core.py_get_stats(self._handle)
+
+    # ---- timeline (STARLING_TIMELINE=<prefix>: <prefix><rank>.json, complete at close)
+    @property
+    def timeline_enabled(self) -> bool:
+        return bool(_core.timeline_enabled(self._handle))
+
+    @contextlib.contextmanager
+    def timeline_activity(self, name: str, activity: str) -> Iterator[None]:
+        """Marks `activity` on lane `name` of the timeline for the block (a no-op when the
+        timeline is off)."""
+        enabled = self.timeline_enabled
+        if enabled:
+            _core.timeline_start_activity(self._handle, name, activity)
+        try:
+            yield
+        finally:
+            if enabled:
+                _core.timeline_end_activity(self._handle, name)
 
     # ---- classic collectives
     def allreduce(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None, local: bool = False,

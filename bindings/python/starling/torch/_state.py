@@ -28,7 +28,7 @@ win_handles: Dict[int, Any] = {}
 next_win_handle = itertools.count(1).__next__
 windows: Dict[str, Any] = {}   # name -> starling.Window
 
-timeline: Any = None
+timeline_on = False          # the context writes a timeline (STARLING_TIMELINE / BLUEFOG_TIMELINE)
 timeline_warned = False
 
 

@@ -19,7 +19,6 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 from .. import _core
 from .. import _logging
 from .. import topology_util
-from .._timeline import Timeline, timeline_prefix
 from ..context import Context, as_topology
 from ..errors import InvalidUsageError, MismatchError, UnsupportedError
 from ..request import Request
@@ -82,9 +81,7 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         S.context = Context()
         S.handle = S.context._handle
         _logging.configure(S.context._rank)
-        prefix = timeline_prefix()
-        if prefix is not None:
-            S.timeline = Timeline(f"{prefix}{S.context._rank}.json")
+        S.timeline_on = S.context.timeline_enabled
         atexit.register(shutdown)
     set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
                  is_weighted)
@@ -100,12 +97,8 @@ def shutdown() -> None:
     S.windows.clear()
     S.topology = S.machine_topology = None
     S.in_ranks, S.out_ranks, S.in_machine_ranks, S.out_machine_ranks = [], [], [], []
-    try:
-        context.close()
-    finally:
-        if S.timeline is not None:
-            S.timeline.close()
-            S.timeline = None
+    S.timeline_on = False
+    context.close()  # also completes the timeline file
 
 
 def size() -> int:
@@ -275,12 +268,19 @@ def _timeline_off() -> bool:
 
 
 def timeline_start_activity(tensor_name: str, activity_name: str) -> bool:
-    """Starts activity_name on tensor_name's row of the timeline; False when it is off."""
-    return S.timeline.start(tensor_name, activity_name) if S.timeline is not None else _timeline_off()
+    """Starts activity_name on tensor_name's lane of the timeline (STARLING_TIMELINE or
+    BLUEFOG_TIMELINE=<prefix>: <prefix><rank>.json); False when the timeline is off."""
+    if not S.timeline_on:
+        return _timeline_off()
+    _core.timeline_start_activity(S.context._handle, tensor_name, activity_name)
+    return True
 
 
 def timeline_end_activity(tensor_name: str) -> bool:
-    return S.timeline.end(tensor_name) if S.timeline is not None else _timeline_off()
+    if not S.timeline_on:
+        return _timeline_off()
+    _core.timeline_end_activity(S.context._handle, tensor_name)
+    return True
 
 
 @contextlib.contextmanager

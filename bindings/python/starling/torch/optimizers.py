@@ -21,8 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-from .._timeline import timeline_prefix
-from . import mpi_ops
+from . import _state, mpi_ops
 
 _FORWARD_WARNING = ("Unexpected behavior:\n  After num_steps_per_communication times of forward computation "
                     "`y=model(x)` are called,\n  an optimizer step() function must be called.\n  It does not "
@@ -82,7 +81,7 @@ class _Distributed:
         self._hooks: List[Any] = []
         self._timeline_hooks: List[Any] = []
         self._active = mpi_ops.size() > 1
-        if timeline_prefix() is not None:
+        if _state.timeline_on:
             self.turn_on_timeline()
 
     def _count(self, counters: Dict[Any, int], p: Any) -> bool:
