@@ -4,10 +4,9 @@ against float64 references computed from BlueFog's definitions."""
 
 import numpy as np
 import pytest
-import torch
 
 import starling
-from conftest import DTYPES, NUMPY_DTYPES, RANK, SIZE, as_f64, assert_close, make, values
+from conftest import DTYPES, NUMPY_DTYPES, RANK, SIZE, assert_close, make, values
 
 SHAPE = (4, 3)
 

@@ -5,7 +5,6 @@ has NumPy 1.24 and no JAX; see the README for a venv that has both)."""
 import numpy as np
 import pytest
 
-import starling
 from starling import _core
 from conftest import RANK, SIZE
 

@@ -1,7 +1,6 @@
 """starling.torch as bluefog.torch: every operation, its nonblocking and in-place
 forms, the handle functions and the topology functions, with BlueFog's semantics."""
 
-import math
 
 import networkx as nx
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import torch
 
 import starling.torch as bf
-from conftest import DTYPES, RANK, SIZE, as_f64, assert_close, make, values
+from conftest import DTYPES, RANK, SIZE, assert_close, make, values
 from test_core_neighbor import exp2_in_neighbors, rounded
 
 SHAPE = (5, 2)
@@ -147,6 +146,16 @@ def test_neighbor_allreduce_static_uniform(dtype):
     sources = exp2_in_neighbors(RANK, SIZE)
     expected = (values(RANK, SHAPE, dtype) + sum(values(j, SHAPE, dtype) for j in sources)) / (len(sources) + 1)
     assert_close(bf.neighbor_allreduce(x, name=f"nar.{dtype}"), rounded(expected, dtype), dtype)
+
+
+def test_zero_dimensional_tensors():
+    # BlueFog's neighbor_allreduce raised IndexError on these.
+    x = torch.tensor(float(RANK), dtype=torch.float64)
+    sources = exp2_in_neighbors(RANK, SIZE)
+    y = bf.neighbor_allreduce(x)
+    assert y.shape == () and y.item() == pytest.approx((RANK + sum(sources)) / (len(sources) + 1))
+    assert bf.allreduce(x).item() == pytest.approx((SIZE - 1) / 2)
+    assert bf.broadcast(x, 0).item() == 0
 
 
 def test_neighbor_allreduce_precision_is_bit_exact():

@@ -2,11 +2,12 @@
 
 import atexit
 import contextlib
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _core
+from ._args import rank_weights, weights_dict
 from ._tensors import adapter_of, output_like
 from .request import Request
 from .topology import Topology
@@ -30,17 +31,6 @@ def _reduce_op(op: str) -> int:
         raise ValueError(f"op must be one of {', '.join(_REDUCE_OPS)}; got {op!r}") from None
 
 
-def _ranks_or_weights(value: Any, what: str) -> Any:
-    """A dict {rank: weight} or a sequence of ranks, as the C helpers take them."""
-    if value is None or isinstance(value, (dict, list, tuple)):
-        return value
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{what} must be a dict {{rank: weight}} or a list of ranks, got {type(value).__name__}")
-
-
 def neighbor_mode(self_weight: Optional[float], src_weights: Optional[Weights], dst_weights: Any,
                   src_name: str = "src_weights", dst_name: str = "dst_weights") -> Tuple[int, float, Any, int, Any]:
     """(use_weights, self_weight, sources, dynamic, destinations) for the C helpers.
@@ -53,18 +43,10 @@ def neighbor_mode(self_weight: Optional[float], src_weights: Optional[Weights], 
             raise ValueError(f"self_weight and {src_name} go together: give both or neither")
         if self_weight is None:
             return 0, 0.0, None, 0, None
-        return 1, float(self_weight), _weights_dict(src_weights, src_name), 0, None
+        return 1, float(self_weight), weights_dict(src_weights, src_name), 0, None
     if self_weight is None or src_weights is None:
         raise ValueError(f"with {dst_name} (dynamic mode) give self_weight and {src_name} too")
-    return 1, float(self_weight), _weights_dict(src_weights, src_name), 1, _ranks_or_weights(dst_weights, dst_name)
-
-
-def _weights_dict(weights: Any, what: str) -> Dict[int, float]:
-    if isinstance(weights, dict):
-        return weights
-    if isinstance(weights, Mapping):
-        return dict(weights)
-    raise TypeError(f"{what} must be a dict {{rank: weight}}, got {type(weights).__name__}")
+    return 1, float(self_weight), weights_dict(src_weights, src_name), 1, rank_weights(dst_weights, dst_name)
 
 
 def _host_comm(comm: Any) -> int:
@@ -313,8 +295,8 @@ class Context:
         if (src is None) != (dst is None):
             raise ValueError("src_ranks and dst_ranks go together: give both (dynamic) or neither (static)")
         dynamic = int(src is not None)
-        src = _ranks_or_weights(src, "src_ranks")
-        dst = _ranks_or_weights(dst, "dst_ranks")
+        src = rank_weights(src, "src_ranks")
+        dst = rank_weights(dst, "dst_ranks")
         adapter = adapter_of(x)
         cin = adapter.capsule(x)
         count = len(src) if dynamic else len(self.in_neighbors)

@@ -5,7 +5,7 @@ exactly the same edges and weights. Edge ``i -> j`` with weight ``w`` means rank
 receives rank ``i``'s tensor scaled by ``w``; an edge ``r -> r`` is ``r``'s self weight.
 """
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 

@@ -11,19 +11,12 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Sequence
 
 from . import _core
+from ._args import rank_weights
 from ._tensors import mutable_adapter_of
 from .request import Request
 
 if TYPE_CHECKING:
     from .context import Context
-
-
-def _rank_weights(value: Any, what: str) -> Any:
-    if value is None or isinstance(value, (dict, list, tuple)):
-        return value
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{what} must be a dict {{rank: weight}} or a list of ranks, got {type(value).__name__}")
 
 
 class Window:
@@ -104,7 +97,7 @@ class Window:
                 if self._context._associated_p:
                     self.associated_p *= self_weight
             return Request.completed(None) if nonblocking else None
-        request = _core.py_window_put(kind, self._handle, capsule, _rank_weights(dst, "dst_weights"),
+        request = _core.py_window_put(kind, self._handle, capsule, rank_weights(dst, "dst_weights"),
                                       float(self_weight), int(bool(mutex)), int(nonblocking))
         if request is None:
             return None
@@ -119,7 +112,7 @@ class Window:
         return self._get(src_weights, require_mutex, True)
 
     def _get(self, src: Any, mutex: bool, nonblocking: bool) -> Any:
-        src = _rank_weights(src, "src_weights")
+        src = rank_weights(src, "src_weights")
         if src is not None and len(src) == 0:  # an explicit empty set fetches nothing
             return Request.completed(None) if nonblocking else None
         request = _core.py_window_get(self._handle, src, int(bool(mutex)), int(nonblocking))
@@ -135,7 +128,7 @@ class Window:
             raise ValueError("self_weight and neighbor_weights go together: give both or neither")
         use = int(self_weight is not None)
         _core.py_window_update(self._handle, use, float(self_weight) if use else 0.0,
-                               _rank_weights(neighbor_weights, "neighbor_weights"), int(bool(reset)),
+                               rank_weights(neighbor_weights, "neighbor_weights"), int(bool(reset)),
                                int(bool(require_mutex)))
         return self._tensor
 

@@ -1,7 +1,7 @@
 """The process-global state behind starling.torch (BlueFog's API is global: bf.init())."""
 
 import itertools
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from ..errors import InvalidUsageError
 

@@ -9,7 +9,6 @@ import atexit
 import contextlib
 import functools
 import math
-import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import networkx as nx

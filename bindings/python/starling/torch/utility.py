@@ -1,7 +1,7 @@
 """BlueFog's parameter and optimizer-state helpers (bluefog.torch.utility)."""
 
 import collections.abc
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import torch
 
