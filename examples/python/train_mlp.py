@@ -8,7 +8,8 @@
 
 Each rank trains on its own shard of the data. After every epoch the program records,
 per rank, the training loss and the consensus distance (how far the rank's parameters
-are from the average of all ranks), shows a progress bar (rank 0), and finally plots
+are from the average of all ranks), advances a progress bar by one epoch (rank 0,
+showing both), and finally plots
 both per rank in a PNG and prints each mode's test accuracy.
 
     starlingrun -np 4 python3 examples/python/train_mlp.py [--epochs 30] [--plot train_mlp.png]
@@ -75,7 +76,7 @@ def train(mode, data, epochs, batch_size, lr, progress):
     schedule = bf.GetDynamicOnePeerSendRecvRanks(bf.load_topology(), bf.rank())
     losses, distances = [], []
     batches = max(1, len(train_x) // batch_size)
-    bar = progress(total=epochs * batches, desc=f"{mode:>9}", unit="step") if progress else None
+    bar = progress(total=epochs, desc=f"{mode:>9}", unit="epoch") if progress else None
     for epoch in range(epochs):
         order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(epoch * 7919 + bf.rank()))
         total = 0.0
@@ -91,12 +92,11 @@ def train(mode, data, epochs, batch_size, lr, progress):
             loss.backward()
             optimizer.step()
             total += float(loss)
-            if bar:
-                bar.update(1)
         losses.append(total / batches)
         distances.append(consensus_distance(model))
         if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", consensus=f"{distances[-1]:.2e}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", consensus=f"{distances[-1]:.2e}", refresh=False)
+            bar.update(1)
     if bar:
         bar.close()
     return losses, distances, accuracy(model, test_x, test_y)

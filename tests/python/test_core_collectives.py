@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+import starling
+
 from conftest import DTYPES, NUMPY_DTYPES, RANK, SIZE, as_f64, assert_close, make, values
 
 CASES = [("numpy", d) for d in NUMPY_DTYPES] + [("torch", d) for d in DTYPES]
@@ -152,3 +154,19 @@ def test_layout_and_stats(ctx):
     assert ctx.local_size * ctx.machine_size == SIZE and ctx.is_homogeneous
     stats = ctx.stats()
     assert stats["operations"] > 0 and set(stats) >= {"messages_sent", "bytes_sent", "fused_operations"}
+
+
+def test_context_over_an_mpi4py_communicator():
+    MPI = pytest.importorskip("mpi4py.MPI")
+    half = MPI.COMM_WORLD.Split(RANK % 2, RANK)
+    try:
+        with starling.Context(half) as ctx:
+            assert (ctx.rank, ctx.size) == (half.Get_rank(), half.Get_size())
+            total = ctx.allreduce(np.array([float(RANK)]), "sum")
+            assert total[0] == sum(r for r in range(SIZE) if r % 2 == RANK % 2)
+        assert not MPI.Is_finalized()  # MPI belongs to its owner: closing the context kept it
+        half.Barrier()
+    finally:
+        half.Free()
+    with pytest.raises(TypeError, match="mpi4py communicator"):
+        starling.Context("world")
