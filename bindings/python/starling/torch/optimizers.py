@@ -322,7 +322,41 @@ class _GradientAllreduce(_Distributed):
         return super().zero_grad(*args, **kwargs)
 
 
-class _WindowOptimizer(_Distributed):
+class _Windowed(_Distributed):
+    """What the window-based optimizers share: one window per parameter, created at
+    construction (with more than one rank); step() optionally waits for every rank,
+    then synchronizes, then updates."""
+
+    force_barrier = False
+
+    def _create_windows(self, tensors: Dict[Any, torch.Tensor], names: Dict[Any, str], zero_init: bool) -> None:
+        self._windows = names
+        self._delay = {p: self._num_steps for p in self._names}
+        self._handles: Dict[Any, int] = {}
+        if not self._active:
+            return
+        for p, window in names.items():
+            if not mpi_ops.win_create(tensors[p], window, zero_init=zero_init):
+                raise ValueError(f"Cannot allocate MPI window for the parameter {self._names[p]}: the window "
+                                 f"name {window!r} is taken (pass a distinct window_prefix)")
+        self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._active and self._should_synchronize:
+            if self.force_barrier:
+                mpi_ops.barrier()
+            self.synchronize()
+        return super().step(closure)
+
+    def unregister_window(self) -> None:
+        """Frees this optimizer's windows (collective; shutdown() also frees them)."""
+        existing = set(mpi_ops.get_current_created_window_names())
+        for window in self._windows.values():
+            if window in existing:
+                mpi_ops.win_free(window)
+
+
+class _WindowOptimizer(_Windowed):
     """Put style: each forward ends with a nonblocking put of the parameters to the
     out-neighbors; step() waits, averages the window with what arrived, then updates.
     Pull style: the forward hook gets the in-neighbors' parameters instead."""
@@ -332,18 +366,11 @@ class _WindowOptimizer(_Distributed):
         super().__init__(params)
         self._setup(model, num_steps_per_communication)
         self._pull_style = pull_style
-        self._delay = {p: self._num_steps for p in self._names}
-        self._handles: Dict[Any, int] = {}
-        self._windows = {p: f"{window_prefix}.{name}" if window_prefix else name for p, name in self._names.items()}
         self.dst_weights: Optional[Dict[int, float]] = None
         self.src_weights: Optional[Dict[int, float]] = None
-        self.force_barrier = False
-        if self._active:
-            for p, window in self._windows.items():
-                if not mpi_ops.win_create(p.data, window):
-                    raise ValueError(f"Cannot allocate MPI window for the parameter {self._names[p]}: the window "
-                                     f"name {window!r} is taken (pass a distinct window_prefix)")
-            self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
+        self._create_windows({p: p.data for p in self._names},
+                             {p: f"{window_prefix}.{name}" if window_prefix else name for p, name in self._names.items()},
+                             zero_init=False)
 
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         for p in self._training_parameters(module):
@@ -363,43 +390,24 @@ class _WindowOptimizer(_Distributed):
                 self._delay[p] = self._num_steps
         self._handles.clear()
 
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
-        if self._active and self._should_synchronize:
-            if self.force_barrier:
-                mpi_ops.barrier()
-            self.synchronize()
-        return super().step(closure)
 
-    def unregister_window(self) -> None:
-        """Frees this optimizer's windows (collective; shutdown() also frees them)."""
-        existing = set(mpi_ops.get_current_created_window_names())
-        for window in self._windows.values():
-            if window in existing:
-                mpi_ops.win_free(window)
-
-
-class _PushSum(_Distributed):
+class _PushSum(_Windowed):
     """Push-sum (gradient push): each parameter travels as [x, w] (numerator and
     weight); the estimate is x / w. Forward hooks accumulate a share into the
     out-neighbors' windows; step() keeps self_weight of the rest, collects what arrived
     and divides."""
 
+    force_barrier = True
+
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
         super().__init__(params)
         self._setup(model, num_steps_per_communication)
-        self._delay = {p: self._num_steps for p in self._names}
-        self._handles: Dict[Any, int] = {}
         out_ranks = mpi_ops.out_neighbor_ranks()
         share = 1.0 / (len(out_ranks) + 1)
         self.dst_weights = {r: share for r in out_ranks}
         self.self_weight = share
-        self.force_barrier = True
         self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype)]) for p in self._names}
-        if self._active:
-            for p, name in self._names.items():
-                if not mpi_ops.win_create(self._extended[p], name, zero_init=True):
-                    raise ValueError(f"Cannot allocate MPI window for the parameter {name}: the name is taken")
-            self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
+        self._create_windows(self._extended, dict(self._names), zero_init=True)
 
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         for p in self._training_parameters(module):
@@ -407,7 +415,7 @@ class _PushSum(_Distributed):
                 extended = self._extended[p]
                 with torch.no_grad():
                     extended[:-1].copy_(p.data.flatten()).mul_(extended[-1])  # x = estimate * w
-                self._handles[p] = mpi_ops.win_accumulate_nonblocking(extended, self._names[p],
+                self._handles[p] = mpi_ops.win_accumulate_nonblocking(extended, self._windows[p],
                                                                       dst_weights=self.dst_weights,
                                                                       require_mutex=True)
 
@@ -417,23 +425,10 @@ class _PushSum(_Distributed):
                 mpi_ops.win_wait(handle)
                 extended = self._extended[p]
                 extended.mul_(self.self_weight)
-                mpi_ops.win_update_then_collect(self._names[p])
+                mpi_ops.win_update_then_collect(self._windows[p])
                 p.copy_((extended[:-1] / extended[-1]).view_as(p))
                 self._delay[p] = self._num_steps
         self._handles.clear()
-
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
-        if self._active and self._should_synchronize:
-            if self.force_barrier:
-                mpi_ops.barrier()
-            self.synchronize()
-        return super().step(closure)
-
-    def unregister_window(self) -> None:
-        existing = set(mpi_ops.get_current_created_window_names())
-        for name in self._names.values():
-            if name in existing:
-                mpi_ops.win_free(name)
 
 
 # ---- factories -------------------------------------------------------------------------------
