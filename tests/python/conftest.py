@@ -82,13 +82,6 @@ def assert_close(actual, expected, dtype):
     np.testing.assert_allclose(a, e, rtol=0, atol=tol * scale)
 
 
-def tmp_path_shared(name):
-    """A per-run directory path that every rank computes identically."""
-    base = os.environ.get("STARLING_TEST_TMP", "/tmp/starling-python-tests")
-    os.makedirs(base, exist_ok=True)
-    return os.path.join(base, name)
-
-
 # Lines tests want in the final report (accuracy figures): printed by rank 0 at the end.
 REPORT = []
 
