@@ -1,0 +1,427 @@
+"""Contexts: a group of ranks with one progress engine, and every operation on it."""
+
+import atexit
+import contextlib
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _core
+from ._args import rank_weights, weights_dict
+from ._tensors import adapter_of, output_like
+from .request import Request
+from .topology import Topology
+from .window import Window
+
+Tensor = Any  # any object with __dlpack__ (NumPy array, PyTorch tensor, ...)
+Weights = Mapping[int, float]
+
+_REDUCE_OPS = {"sum": _core.STARLING_SUM, "average": _core.STARLING_AVERAGE, "mean": _core.STARLING_AVERAGE,
+               "min": _core.STARLING_MIN, "max": _core.STARLING_MAX}
+
+# Open contexts, closed in reverse order of creation at exit. Closing is collective, so
+# it is never left to the garbage collector, whose timing differs between ranks.
+_open_contexts: List["Context"] = []
+
+
+def _reduce_op(op: str) -> int:
+    try:
+        return _REDUCE_OPS[op]
+    except (KeyError, TypeError):
+        raise ValueError(f"op must be one of {', '.join(_REDUCE_OPS)}; got {op!r}") from None
+
+
+def neighbor_mode(self_weight: Optional[float], src_weights: Optional[Weights], dst_weights: Any,
+                  src_name: str = "src_weights", dst_name: str = "dst_weights") -> Tuple[int, float, Any, int, Any]:
+    """(use_weights, self_weight, sources, dynamic, destinations) for the C helpers.
+
+    Static mode (dst_weights None): the topology's neighbors, with its default weights
+    or with self_weight and src_weights (both or neither). Dynamic mode: this call's
+    own graph; self_weight and src_weights are then required."""
+    if dst_weights is None:
+        if (self_weight is None) != (src_weights is None):
+            raise ValueError(f"self_weight and {src_name} go together: give both or neither")
+        if self_weight is None:
+            return 0, 0.0, None, 0, None
+        return 1, float(self_weight), weights_dict(src_weights, src_name), 0, None
+    if self_weight is None or src_weights is None:
+        raise ValueError(f"with {dst_name} (dynamic mode) give self_weight and {src_name} too")
+    return 1, float(self_weight), weights_dict(src_weights, src_name), 1, rank_weights(dst_weights, dst_name)
+
+
+def _host_comm(comm: Any) -> int:
+    """The Fortran handle of an mpi4py communicator (or an int handle as is)."""
+    if hasattr(comm, "py2f"):
+        return int(comm.py2f())
+    if isinstance(comm, int) and not isinstance(comm, bool):
+        return comm
+    raise TypeError(f"comm must be an mpi4py communicator or a Fortran handle (int), got {type(comm).__name__}")
+
+
+class Context:
+    """A group of ranks with its own progress engine.
+
+    ``Context()`` uses MPI_COMM_WORLD (initializing MPI if nobody has); ``Context(comm)``
+    runs on an mpi4py communicator, leaving MPI to its owner. ``nodes_per_machine``
+    groups consecutive ranks into simulated machines (0: STARLING_NODES_PER_MACHINE,
+    else detect machines by shared memory).
+
+    Creating and closing a context are collective. Keep one context for the program's
+    lifetime: MPI cannot be initialized again once Starling finalized it (when the last
+    context it started MPI for is closed). Open contexts are closed at exit.
+
+    Every operation takes tensors of any framework that exports DLPack (NumPy arrays,
+    PyTorch tensors, ...) in CPU memory, and returns results of the same type. Each has
+    an out-of-place form (the result is a new tensor), an in-place form (``out=x``), and
+    a ``*_nonblocking`` form returning a :class:`~starling.Request`. Collective
+    operations must be called by every rank in the same order.
+    """
+
+    def __init__(self, comm: Any = None, *, nodes_per_machine: int = 0) -> None:
+        host = 0 if comm is None else _host_comm(comm)
+        self._handle = _core.py_context_create(0 if comm is None else 1, host, int(nodes_per_machine))
+        self._rank = _core.rank(self._handle)
+        self._size = _core.size(self._handle)
+        self._in_neighbors: Optional[List[int]] = None
+        self._out_neighbors: Optional[List[int]] = None
+        self._windows: Dict[str, Window] = {}
+        self._associated_p = False
+        self._closed = False
+        _open_contexts.append(self)
+
+    # ---- lifetime
+    def close(self) -> None:
+        """Frees this context's windows and destroys it (collective). Operations already
+        submitted finish first; later calls raise InvalidHandleError."""
+        if self._closed:
+            return
+        self._closed = True
+        if self in _open_contexts:
+            _open_contexts.remove(self)
+        try:
+            for window in list(self._windows.values()):
+                window.free()
+        finally:
+            _core.context_destroy(self._handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"rank {self._rank} of {self._size}"
+        return f"<starling.Context {state}>"
+
+    # ---- layout
+    @property
+    def rank(self) -> int:
+        return _core.rank(self._handle)
+
+    @property
+    def size(self) -> int:
+        return _core.size(self._handle)
+
+    @property
+    def local_rank(self) -> int:
+        return _core.local_rank(self._handle)
+
+    @property
+    def local_size(self) -> int:
+        return _core.local_size(self._handle)
+
+    @property
+    def machine_rank(self) -> int:
+        return _core.machine_rank(self._handle)
+
+    @property
+    def machine_size(self) -> int:
+        return _core.machine_size(self._handle)
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """Every machine has the same number of ranks, numbered contiguously."""
+        return bool(_core.is_homogeneous(self._handle))
+
+    def stats(self) -> Dict[str, int]:
+        """Counters since creation: operations, fused operations and groups, messages and
+        bytes sent, scratch memory held."""
+        return _core.py_get_stats(self._handle)
+
+    # ---- timeline (STARLING_TIMELINE=<prefix>: <prefix><rank>.json, complete at close)
+    @property
+    def timeline_enabled(self) -> bool:
+        return bool(_core.timeline_enabled(self._handle))
+
+    @contextlib.contextmanager
+    def timeline_activity(self, name: str, activity: str) -> Iterator[None]:
+        """Marks `activity` on lane `name` of the timeline for the block (a no-op when the
+        timeline is off)."""
+        enabled = self.timeline_enabled
+        if enabled:
+            _core.timeline_start_activity(self._handle, name, activity)
+        try:
+            yield
+        finally:
+            if enabled:
+                _core.timeline_end_activity(self._handle, name)
+
+    # ---- classic collectives
+    def allreduce(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None, local: bool = False,
+                  name: Optional[str] = None) -> Tensor:
+        """op ("sum", "average", "min", "max") over every rank's x (over this machine's
+        ranks only with local=True). "average" needs a floating-point dtype."""
+        return self._allreduce(x, op, out, local, name, False)
+
+    def allreduce_nonblocking(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None,
+                              local: bool = False, name: Optional[str] = None) -> Request:
+        return self._allreduce(x, op, out, local, name, True)
+
+    def _allreduce(self, x: Tensor, op: str, out: Any, local: bool, name: Optional[str], nonblocking: bool) -> Any:
+        code = _reduce_op(op)
+        if local:
+            return self._unary(_core.local_allreduce, _core.local_allreduce_nonblocking, x, out, nonblocking,
+                               (code, name))
+        return self._unary(_core.allreduce, _core.allreduce_nonblocking, x, out, nonblocking, (code, name))
+
+    def broadcast(self, x: Tensor, root: int, *, out: Optional[Tensor] = None, name: Optional[str] = None) -> Tensor:
+        """Every rank gets root's x (x is only read on the root)."""
+        return self._unary(_core.broadcast, _core.broadcast_nonblocking, x, out, False, (root, name))
+
+    def broadcast_nonblocking(self, x: Tensor, root: int, *, out: Optional[Tensor] = None,
+                              name: Optional[str] = None) -> Request:
+        return self._unary(_core.broadcast, _core.broadcast_nonblocking, x, out, True, (root, name))
+
+    def allgather(self, x: Tensor, *, name: Optional[str] = None) -> Tensor:
+        """Every rank's x concatenated along dimension 0, in rank order (first
+        dimensions may differ between ranks)."""
+        return self._allgather(x, name, False)
+
+    def allgather_nonblocking(self, x: Tensor, *, name: Optional[str] = None) -> Request:
+        """As allgather; the first dimensions are exchanged before this returns."""
+        return self._allgather(x, name, True)
+
+    def _allgather(self, x: Tensor, name: Optional[str], nonblocking: bool) -> Any:
+        adapter = adapter_of(x)
+        cin = adapter.capsule(x)
+        dims = np.empty(self._size, dtype=np.int64)
+        _core.allgather_first_dims(self._handle, cin, dims, name)
+        out = adapter.empty(x, (int(dims.sum()),) + tuple(x.shape[1:]))
+        cout = adapter.capsule(out)
+        if not nonblocking:
+            _core.allgather(self._handle, cin, cout, None, name)
+            return adapter.result(out, x)
+        request = _core.allgather_nonblocking(self._handle, cin, cout, None, name)
+        return Request(request, (x, cin, out, cout), lambda: adapter.result(out, x))
+
+    def barrier(self) -> None:
+        """Returns once every rank has entered the barrier."""
+        _core.barrier(self._handle)
+
+    def barrier_nonblocking(self) -> Request:
+        return Request(_core.barrier_nonblocking(self._handle), None)
+
+    # ---- neighbor collectives
+    def neighbor_allreduce(self, x: Tensor, *, self_weight: Optional[float] = None,
+                           src_weights: Optional[Weights] = None, dst_weights: Any = None,
+                           check_topology: bool = False, out: Optional[Tensor] = None,
+                           name: Optional[str] = None) -> Tensor:
+        """Weighted average with neighbors: ``self_weight * x + sum_j w_j * x_j``.
+
+        Static mode (dst_weights None): over the context's topology, with its weights
+        (if set weighted) or the uniform average, unless self_weight and src_weights
+        ({in-neighbor: weight}; unlisted in-neighbors get 0) are given. Dynamic mode:
+        this call sends to dst_weights (a list of ranks, or {rank: weight} scaling what
+        each receives) and receives from src_weights' ranks; check_topology verifies
+        collectively that sends and receives match."""
+        return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
+                                        False)
+
+    def neighbor_allreduce_nonblocking(self, x: Tensor, *, self_weight: Optional[float] = None,
+                                       src_weights: Optional[Weights] = None, dst_weights: Any = None,
+                                       check_topology: bool = False, out: Optional[Tensor] = None,
+                                       name: Optional[str] = None) -> Request:
+        return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
+                                        True)
+
+    def hierarchical_neighbor_allreduce(self, x: Tensor, *, self_weight: Optional[float] = None,
+                                        src_machine_weights: Optional[Weights] = None,
+                                        dst_machine_weights: Any = None, check_topology: bool = False,
+                                        out: Optional[Tensor] = None, name: Optional[str] = None) -> Tensor:
+        """Average inside each machine, neighbor_allreduce between machines (weights
+        name machine ids, over the machine topology or dynamic), share the result inside
+        each machine. Needs a homogeneous layout with local_size >= 2."""
+        return self._neighbor_allreduce(1, x, self_weight, src_machine_weights, dst_machine_weights,
+                                        check_topology, out, name, False)
+
+    def hierarchical_neighbor_allreduce_nonblocking(self, x: Tensor, *, self_weight: Optional[float] = None,
+                                                    src_machine_weights: Optional[Weights] = None,
+                                                    dst_machine_weights: Any = None, check_topology: bool = False,
+                                                    out: Optional[Tensor] = None,
+                                                    name: Optional[str] = None) -> Request:
+        return self._neighbor_allreduce(1, x, self_weight, src_machine_weights, dst_machine_weights,
+                                        check_topology, out, name, True)
+
+    def _neighbor_allreduce(self, kind: int, x: Tensor, self_weight: Any, src: Any, dst: Any, check: bool,
+                            out: Any, name: Optional[str], nonblocking: bool) -> Any:
+        names = ("src_weights", "dst_weights") if kind == 0 else ("src_machine_weights", "dst_machine_weights")
+        use, sw, sources, dynamic, destinations = neighbor_mode(self_weight, src, dst, *names)
+        adapter, cin, out, cout, allocated = output_like(x, out)
+        request = _core.py_neighbor_allreduce(kind, self._handle, cin, cout, use, sw, sources, dynamic,
+                                              destinations, int(bool(check)), name, int(nonblocking))
+        return _finish(request, adapter, x, cin, out, cout, allocated)
+
+    def neighbor_allgather(self, x: Tensor, *, src_ranks: Optional[Sequence[int]] = None,
+                           dst_ranks: Optional[Sequence[int]] = None, check_topology: bool = False,
+                           name: Optional[str] = None) -> Tensor:
+        """The sources' x concatenated along dimension 0: the in-neighbors in ascending
+        order (static), or src_ranks in the order given (dynamic: give dst_ranks too)."""
+        return self._neighbor_allgather(x, src_ranks, dst_ranks, check_topology, name, False)
+
+    def neighbor_allgather_nonblocking(self, x: Tensor, *, src_ranks: Optional[Sequence[int]] = None,
+                                       dst_ranks: Optional[Sequence[int]] = None, check_topology: bool = False,
+                                       name: Optional[str] = None) -> Request:
+        """As neighbor_allgather; the sources' first dimensions are exchanged before
+        this returns."""
+        return self._neighbor_allgather(x, src_ranks, dst_ranks, check_topology, name, True)
+
+    def _neighbor_allgather(self, x: Tensor, src: Any, dst: Any, check: bool, name: Optional[str],
+                            nonblocking: bool) -> Any:
+        if (src is None) != (dst is None):
+            raise ValueError("src_ranks and dst_ranks go together: give both (dynamic) or neither (static)")
+        dynamic = int(src is not None)
+        src = rank_weights(src, "src_ranks")
+        dst = rank_weights(dst, "dst_ranks")
+        adapter = adapter_of(x)
+        cin = adapter.capsule(x)
+        count = len(src) if dynamic else len(self.in_neighbors)
+        dims = np.empty(count, dtype=np.int64)
+        check = int(bool(check))
+        _core.py_neighbor_allgather_first_dims(self._handle, cin, dims, src, dynamic, dst, check, name)
+        out = adapter.empty(x, (int(dims.sum()),) + tuple(x.shape[1:]))
+        cout = adapter.capsule(out)
+        # The sizes were checked by the first exchange: no need to check again.
+        request = _core.py_neighbor_allgather(self._handle, cin, cout, None, src, dynamic, dst, 0, name,
+                                              int(nonblocking))
+        return _finish(request, adapter, x, cin, out, cout, True)
+
+    def pair_gossip(self, x: Tensor, peer: int, *, self_weight: float = 0.5, pair_weight: float = 0.5,
+                    out: Optional[Tensor] = None, name: Optional[str] = None) -> Tensor:
+        """``self_weight * x + pair_weight * peer's x``; only this rank and peer call it."""
+        return self._unary(_core.pair_gossip, _core.pair_gossip_nonblocking, x, out, False,
+                           (peer, float(self_weight), float(pair_weight), name))
+
+    def pair_gossip_nonblocking(self, x: Tensor, peer: int, *, self_weight: float = 0.5, pair_weight: float = 0.5,
+                                out: Optional[Tensor] = None, name: Optional[str] = None) -> Request:
+        return self._unary(_core.pair_gossip, _core.pair_gossip_nonblocking, x, out, True,
+                           (peer, float(self_weight), float(pair_weight), name))
+
+    def _unary(self, blocking: Any, nonblocking_fn: Any, x: Tensor, out: Any, nonblocking: bool,
+               args: Tuple[Any, ...]) -> Any:
+        adapter, cin, out, cout, allocated = output_like(x, out)
+        if nonblocking:
+            request = nonblocking_fn(self._handle, cin, cout, *args)
+        else:
+            request = blocking(self._handle, cin, cout, *args)
+        return _finish(request, adapter, x, cin, out, cout, allocated)
+
+    # ---- topology
+    def set_topology(self, topology: Any, weighted: bool = False) -> None:
+        """Sets the graph neighbor operations use (a Topology or a networkx.DiGraph with
+        'weight' attributes). weighted: operations default to its weights instead of the
+        uniform average. Collective: every rank passes the same graph."""
+        topo = as_topology(topology)
+        _core.set_topology(self._handle, topo._handle, int(bool(weighted)))
+        self._in_neighbors = self._out_neighbors = None
+
+    @property
+    def topology(self) -> Topology:
+        """A copy of the current topology (the exponential-2 graph until set)."""
+        return Topology._adopt(_core.get_topology(self._handle)[0])
+
+    @property
+    def topology_weighted(self) -> bool:
+        return bool(_core.get_topology(self._handle)[1])
+
+    def set_machine_topology(self, topology: Any, weighted: bool = False) -> None:
+        """The graph over machines that hierarchical_neighbor_allreduce uses (size:
+        machine_size). Collective."""
+        _core.set_machine_topology(self._handle, as_topology(topology)._handle, int(bool(weighted)))
+
+    @property
+    def machine_topology(self) -> Optional[Topology]:
+        handle = _core.get_machine_topology(self._handle)[0]
+        return None if handle is None else Topology._adopt(handle)
+
+    @property
+    def in_neighbors(self) -> List[int]:
+        """This rank's in-neighbors in the topology, ascending."""
+        if self._in_neighbors is None:
+            self._in_neighbors = _core.py_context_neighbors(self._handle, 1)
+        return list(self._in_neighbors)
+
+    @property
+    def out_neighbors(self) -> List[int]:
+        if self._out_neighbors is None:
+            self._out_neighbors = _core.py_context_neighbors(self._handle, 0)
+        return list(self._out_neighbors)
+
+    # ---- windows
+    def window(self, tensor: Tensor, name: str, *, zero_init: bool = False) -> Window:
+        """Creates window `name` over `tensor` (collective; same name, dtype and shape on
+        every rank). The window borrows the tensor until it is freed."""
+        window = Window(self, tensor, name, zero_init)
+        self._windows[name] = window
+        return window
+
+    @property
+    def windows(self) -> List[str]:
+        """Names of this context's windows, sorted."""
+        return _core.py_window_names(self._handle)
+
+    def set_window_associated_p(self, enabled: bool) -> None:
+        """Push-sum: put/accumulate carry a scalar p with the data (see Window)."""
+        _core.set_window_associated_p_enabled(self._handle, int(bool(enabled)))
+        self._associated_p = bool(enabled)
+
+
+def _finish(request: Any, adapter: Any, x: Any, cin: Any, out: Any, cout: Any, allocated: bool) -> Any:
+    """The result (blocking call: request is None) or a Request for it."""
+    if request is None:
+        return adapter.result(out, x) if allocated else out
+    if allocated:
+        return Request(request, (x, cin, out, cout), lambda: adapter.result(out, x))
+    return Request(request, (x, cin, out, cout), None, out)
+
+
+def as_topology(topology: Any) -> Topology:
+    """A Topology from a Topology or a networkx graph (edge weights from 'weight',
+    default 1.0)."""
+    if isinstance(topology, Topology):
+        return topology
+    if hasattr(topology, "number_of_nodes") and hasattr(topology, "edges"):
+        n = topology.number_of_nodes()
+        if sorted(topology.nodes) != list(range(n)):
+            raise ValueError(f"graph nodes must be the ranks 0..{n - 1}")
+        edges = [(int(i), int(j), float(d.get("weight", 1.0))) for i, j, d in topology.edges(data=True)]
+        if not topology.is_directed():
+            edges += [(j, i, w) for i, j, w in edges if i != j]
+        return Topology(n, edges)
+    raise TypeError(f"topology must be a starling.Topology or a networkx.DiGraph, got {type(topology).__name__}")
+
+
+@atexit.register
+def _close_all() -> None:
+    for context in reversed(list(_open_contexts)):
+        try:
+            context.close()
+        except Exception:
+            pass
+
+
+__all__ = ["Context", "as_topology"]

@@ -1,0 +1,32 @@
+"""Drop-in replacement for ``bluefog.torch``: ``import starling.torch as bf``.
+
+Every public name of bluefog.torch is here with the same arguments, defaults, return
+types and errors, plus the names BlueFog defined but did not export (pair_gossip,
+win_lock, is_topo_weighted, is_machine_topo_weighted, the push-sum and pull-get
+optimizers). bindings/python/README.md lists every deliberate difference.
+"""
+
+from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnectedGraph,
+                             GetDynamicOnePeerSendRecvRanks, GetExp2DynamicSendRecvMachineRanks,
+                             GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
+                             GetRecvWeights, GetSendWeights, IsRegularGraph, IsTopologyEquivalent, MeshGrid2DGraph,
+                             RingGraph, StarGraph, SymmetricExponentialGraph)
+from . import mpi_ops, optimizers, topology_util, utility
+from .mpi_ops import *  # noqa: F401,F403
+from .mpi_ops import __all__ as _ops
+from .optimizers import (CommunicationType, DistributedAdaptThenCombineOptimizer,
+                         DistributedAdaptWithCombineOptimizer, DistributedAllreduceOptimizer,
+                         DistributedGradientAllreduceOptimizer, DistributedHierarchicalNeighborAllreduceOptimizer,
+                         DistributedNeighborAllreduceOptimizer, DistributedPullGetOptimizer,
+                         DistributedPushSumOptimizer, DistributedWinPutOptimizer)
+from .topology_util import InferDestinationFromSourceRanks, InferSourceFromDestinationRanks
+from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_parameters
+
+__all__ = list(_ops) + list(optimizers.__all__) + [
+    "broadcast_optimizer_state", "broadcast_parameters", "allreduce_parameters",
+    "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
+    "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",
+    "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
+    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
+    "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
+]

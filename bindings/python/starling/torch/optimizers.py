@@ -1,0 +1,509 @@
+"""BlueFog's distributed optimizers (bluefog.torch.optimizers) over Starling.
+
+Each factory wraps a torch optimizer: the result is an instance of a subclass of the
+optimizer's own class (so ``isinstance(opt, torch.optim.SGD)`` holds) whose hooks
+launch nonblocking communication during forward or backward and whose ``step()``
+finishes it. Hooks exist only with more than one rank.
+
+- Adapt-with-combine (AWC): forward hooks average the parameters with neighbors while
+  the gradient is computed; step() = combine, then the local update.
+- Adapt-then-combine (ATC): gradient hooks apply the local update per parameter as soon
+  as its gradient is ready, then average; step() finishes the averaging.
+- Gradient allreduce: Horovod-style averaging of gradients.
+- Window put / pull get / push-sum: one-sided updates over windows.
+"""
+
+import contextlib
+import warnings
+from enum import Enum
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from . import _state, mpi_ops
+from ._parameter_updates import STEP_FUNCTIONS
+
+_FORWARD_WARNING = ("Unexpected behavior:\n  After num_steps_per_communication times of forward computation "
+                    "`y=model(x)` are called,\n  an optimizer step() function must be called.\n  It does not "
+                    "matter if you call other functions in between, such as zero_grad().")
+_BACKWARD_WARNING = ("Unexpected behavior:\n  After num_steps_per_communication times of backward computation "
+                     "`loss.backward()` are called,\n  an optimizer step() function must be called.\n  It does "
+                     "not matter if you call other functions in between, such as zero_grad().")
+
+
+class CommunicationType(Enum):
+    neighbor_allreduce = "neighbor.allreduce"
+    hierarchical_neighbor_allreduce = "hierarchical.neighbor.allreduce"
+    allreduce = "allreduce"
+    empty = "empty"
+
+
+def _named_parameters(model: Any) -> Tuple[List[torch.nn.Module], List[Tuple[str, torch.nn.Parameter]]]:
+    if isinstance(model, torch.nn.Module):
+        models = [model]
+    elif isinstance(model, (list, tuple)) and model and all(isinstance(m, torch.nn.Module) for m in model):
+        models = list(model)
+    else:
+        raise ValueError("model must be a torch.nn.Module or a list of them, got " + type(model).__name__)
+    named = [item for m in models for item in m.named_parameters()]
+    seen, duplicates = set(), set()
+    for name, _ in named:
+        (duplicates if name in seen else seen).add(name)
+    if duplicates:
+        raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: "
+                         + ", ".join(sorted(duplicates)))
+    return models, named
+
+
+def _leaf_modules(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    for m in module.modules():
+        if next(m.children(), None) is None:
+            yield m
+
+
+class _Distributed:
+    """What every wrapper shares: parameter names, the counting rule, skip_synchronize
+    and timeline hooks. Placed before the torch optimizer class in the MRO."""
+
+    _counting_message = _FORWARD_WARNING
+
+    def _setup(self, model: Any, num_steps_per_communication: int) -> None:
+        self._models, named = _named_parameters(model)
+        handled = {p for group in self.param_groups for p in group["params"]}
+        known = {p for _, p in named}
+        if any(p not in known for p in handled):
+            raise ValueError("Named parameters provided by model are mismatch with the parameters handled by "
+                             "optimizer. Pass the model whose parameters the optimizer updates.")
+        self._names: Dict[torch.nn.Parameter, str] = {p: name for name, p in named if p in handled}
+        self._num_steps = int(num_steps_per_communication)
+        self._should_synchronize = True
+        self._warned = False
+        self._hooks: List[Any] = []
+        self._timeline_hooks: List[Any] = []
+        self._active = mpi_ops.size() > 1
+        if _state.timeline_on:
+            self.turn_on_timeline()
+
+    def _count(self, counters: Dict[Any, int], p: Any) -> bool:
+        """Decrements p's counter; True when it reaches 0 (time to communicate)."""
+        if counters[p] <= 0:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(self._counting_message)
+            return False
+        counters[p] -= 1
+        return counters[p] == 0
+
+    def _training_parameters(self, module: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
+        for leaf in _leaf_modules(module):
+            if leaf.training:
+                for p in leaf.parameters(recurse=False):
+                    if p.requires_grad and p in self._names:
+                        yield p
+
+    @contextlib.contextmanager
+    def skip_synchronize(self) -> Iterator[None]:
+        """step() inside this block does not synchronize (call synchronize() yourself)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def turn_on_timeline(self) -> None:
+        """Records FORWARD and GRADIENT COMPT. per parameter on the timeline."""
+        if self._timeline_hooks:
+            return
+        for model in self._models:
+            for leaf in _leaf_modules(model):
+                params = [p for p in leaf.parameters(recurse=False) if p in self._names]
+                if not params:
+                    continue
+                self._timeline_hooks.append(leaf.register_forward_pre_hook(self._timeline_forward_start(params)))
+                self._timeline_hooks.append(leaf.register_forward_hook(self._timeline_forward_end(params)))
+        for p, name in self._names.items():
+            if p.requires_grad:
+                self._timeline_hooks.append(p.register_hook(self._timeline_backward_end(name)))
+
+    def turn_off_timeline(self) -> None:
+        for hook in self._timeline_hooks:
+            hook.remove()
+        self._timeline_hooks = []
+
+    def _timeline_forward_start(self, params: List[Any]) -> Callable[..., None]:
+        def hook(module: Any, inputs: Any) -> None:
+            for p in params:
+                mpi_ops.timeline_start_activity(self._names[p], "FORWARD")
+        return hook
+
+    def _timeline_forward_end(self, params: List[Any]) -> Callable[..., None]:
+        def hook(module: Any, inputs: Any, output: Any) -> None:
+            for p in params:
+                mpi_ops.timeline_end_activity(self._names[p])
+                mpi_ops.timeline_start_activity(self._names[p], "GRADIENT COMPT.")
+        return hook
+
+    def _timeline_backward_end(self, name: str) -> Callable[[Any], None]:
+        def hook(grad: Any) -> None:
+            mpi_ops.timeline_end_activity(name)
+        return hook
+
+
+class _Combining(_Distributed):
+    """Parameter averaging shared by AWC and ATC: the communication knobs (attributes a
+    program may change every step, e.g. for dynamic topologies) and synchronize()."""
+
+    def _setup_combine(self, communication_type: CommunicationType) -> None:
+        self._communication_type = communication_type
+        self._handles: Dict[Any, Optional[int]] = {}
+        self._reduce_delay = {p: self._num_steps for p in self._names}
+        self.self_weight: Optional[float] = None
+        self.src_weights: Optional[Dict[int, float]] = None
+        self.dst_weights: Any = None
+        self.src_machine_weights: Optional[Dict[int, float]] = None
+        self.dst_machine_weights: Any = None
+        self.enable_topo_check = False
+
+    @property
+    def communication_type(self) -> CommunicationType:
+        return self._communication_type
+
+    @communication_type.setter
+    def communication_type(self, value: CommunicationType) -> None:
+        if not isinstance(value, CommunicationType):
+            raise ValueError(f"communication_type must be a CommunicationType, got {value!r}")
+        self._communication_type = value
+
+    def _communicate(self, p: torch.nn.Parameter) -> Optional[int]:
+        name, kind = self._names[p], self._communication_type
+        if kind == CommunicationType.neighbor_allreduce:
+            return mpi_ops.neighbor_allreduce_nonblocking(
+                p.data, name=name, self_weight=self.self_weight, src_weights=self.src_weights,
+                dst_weights=self.dst_weights, enable_topo_check=self.enable_topo_check)
+        if kind == CommunicationType.hierarchical_neighbor_allreduce:
+            return mpi_ops.hierarchical_neighbor_allreduce_nonblocking(
+                p.data, name=name, self_weight=self.self_weight, src_machine_weights=self.src_machine_weights,
+                dst_machine_weights=self.dst_machine_weights, enable_topo_check=self.enable_topo_check)
+        if kind == CommunicationType.allreduce:
+            return mpi_ops.allreduce_nonblocking(p.data, average=True, name=name)
+        return None
+
+    def synchronize(self) -> None:
+        """Waits for the averaging launched by the hooks and installs the results."""
+        with torch.no_grad():
+            for p, handle in self._handles.items():
+                if handle is not None:
+                    p.set_(mpi_ops.synchronize(handle))
+                self._reduce_delay[p] = self._num_steps
+        self._handles.clear()
+
+
+class _AdaptWithCombine(_Combining):
+    def __init__(self, params: Any, model: Any, communication_type: CommunicationType,
+                 num_steps_per_communication: int) -> None:
+        super().__init__(params)
+        self._setup(model, num_steps_per_communication)
+        self._setup_combine(communication_type)
+        if self._active:
+            self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
+
+    def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        for p in self._training_parameters(module):
+            if self._count(self._reduce_delay, p):
+                self._handles[p] = self._communicate(p)
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._active and self._should_synchronize:
+            self.synchronize()
+        return super().step(closure)
+
+
+class _AdaptThenCombine(_Combining):
+    _counting_message = _BACKWARD_WARNING
+
+    def __init__(self, params: Any, model: Any, communication_type: CommunicationType,
+                 num_steps_per_communication: int) -> None:
+        super().__init__(params)
+        self._setup(model, num_steps_per_communication)
+        self._setup_combine(communication_type)
+        self._step_delay = {p: self._num_steps for p in self._names}
+        self._groups = {p: group for group in self.param_groups for p in group["params"]}
+        self._step_function: Optional[Callable[..., None]] = None
+        if self._active:
+            self._hooks = [p.register_hook(self._gradient_hook(p)) for p in self._names if p.requires_grad]
+
+    def register_step_function(self, step_function: Callable[[Any, torch.Tensor, torch.Tensor, Dict[str, Any]],
+                                                             None]) -> None:
+        """Sets the parameter-wise update func(optimizer, p, grad, param_group) used for
+        optimizers other than SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta."""
+        self._step_function = step_function
+
+    def _gradient_hook(self, p: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            if self._count(self._step_delay, p):
+                with torch.no_grad():
+                    self._adapt(p, grad)
+            if self._count(self._reduce_delay, p):
+                self._handles[p] = self._communicate(p)
+        return hook
+
+    def _adapt(self, p: torch.nn.Parameter, grad: torch.Tensor) -> None:
+        group = self._groups[p]
+        if self._step_function is not None:
+            self._step_function(self, p, grad, group)
+            return
+        for kind, update in STEP_FUNCTIONS:
+            if isinstance(self, kind):
+                update(self.state[p], p, grad, group)
+                return
+        raise ValueError(f"{type(self).__name__} has no parameter-wise update for the adapt-then-combine optimizer; "
+                         "register one with optimizer.register_step_function(func(optimizer, p, grad, group))")
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if not (self._active and self._handles):
+            return super().step(closure)  # a local step between communications
+        delays = [self._step_delay[p] for p in self._names if p.requires_grad]
+        if any(d != 0 for d in delays):
+            raise ValueError("We do not support partial step update in ATC yet.")
+        for p in self._step_delay:
+            self._step_delay[p] = self._num_steps
+        if self._should_synchronize:
+            self.synchronize()
+        return None
+
+
+class _GradientAllreduce(_Distributed):
+    _counting_message = _BACKWARD_WARNING
+
+    def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
+        super().__init__(params)
+        self._setup(model, num_steps_per_communication)
+        self._allreduce_delay = {p: self._num_steps for p in self._names}
+        self._handles: Dict[Any, int] = {}
+        self._accumulators: List[Any] = []
+        if self._active:
+            for p in self._names:
+                if p.requires_grad:
+                    # The hook of the gradient accumulator fires once p.grad holds the sum.
+                    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                    self._hooks.append(accumulator.register_hook(self._accumulated_hook(p)))
+                    self._accumulators.append(accumulator)
+
+    def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
+        def hook(*unused: Any) -> None:
+            if self._count(self._allreduce_delay, p):
+                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+        return hook
+
+    def synchronize(self) -> None:
+        """Averages the gradients of parameters whose hooks did not fire, then waits for
+        every gradient allreduce and installs the averages."""
+        for p in self._names:
+            if p.requires_grad and p not in self._handles:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+        with torch.no_grad():
+            for p, handle in self._handles.items():
+                p.grad.set_(mpi_ops.synchronize(handle))
+                self._allreduce_delay[p] = self._num_steps
+        self._handles.clear()
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._active and self._should_synchronize:
+            self.synchronize()
+        return super().step(closure)
+
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
+                                 "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                                 "cause a race condition.")
+        return super().zero_grad(*args, **kwargs)
+
+
+class _Windowed(_Distributed):
+    """What the window-based optimizers share: one window per parameter, created at
+    construction (with more than one rank); step() optionally waits for every rank,
+    then synchronizes, then updates."""
+
+    force_barrier = False
+
+    def _create_windows(self, tensors: Dict[Any, torch.Tensor], names: Dict[Any, str], zero_init: bool) -> None:
+        self._windows = names
+        self._delay = {p: self._num_steps for p in self._names}
+        self._handles: Dict[Any, int] = {}
+        if not self._active:
+            return
+        for p, window in names.items():
+            if not mpi_ops.win_create(tensors[p], window, zero_init=zero_init):
+                raise ValueError(f"Cannot allocate MPI window for the parameter {self._names[p]}: the window "
+                                 f"name {window!r} is taken (pass a distinct window_prefix)")
+        self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._active and self._should_synchronize:
+            if self.force_barrier:
+                mpi_ops.barrier()
+            self.synchronize()
+        return super().step(closure)
+
+    def unregister_window(self) -> None:
+        """Frees this optimizer's windows (collective; shutdown() also frees them)."""
+        existing = set(mpi_ops.get_current_created_window_names())
+        for window in self._windows.values():
+            if window in existing:
+                mpi_ops.win_free(window)
+
+
+class _WindowOptimizer(_Windowed):
+    """Put style: each forward ends with a nonblocking put of the parameters to the
+    out-neighbors; step() waits, averages the window with what arrived, then updates.
+    Pull style: the forward hook gets the in-neighbors' parameters instead."""
+
+    def __init__(self, params: Any, model: Any, num_steps_per_communication: int, window_prefix: Optional[str],
+                 pull_style: bool) -> None:
+        super().__init__(params)
+        self._setup(model, num_steps_per_communication)
+        self._pull_style = pull_style
+        self.dst_weights: Optional[Dict[int, float]] = None
+        self.src_weights: Optional[Dict[int, float]] = None
+        self._create_windows({p: p.data for p in self._names},
+                             {p: f"{window_prefix}.{name}" if window_prefix else name for p, name in self._names.items()},
+                             zero_init=False)
+
+    def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        for p in self._training_parameters(module):
+            if self._count(self._delay, p):
+                if self._pull_style:
+                    self._handles[p] = mpi_ops.win_get_nonblocking(self._windows[p], src_weights=self.src_weights,
+                                                                   require_mutex=True)
+                else:
+                    self._handles[p] = mpi_ops.win_put_nonblocking(p.data, self._windows[p],
+                                                                   dst_weights=self.dst_weights, require_mutex=False)
+
+    def synchronize(self) -> None:
+        with torch.no_grad():
+            for p, handle in self._handles.items():
+                mpi_ops.win_wait(handle)
+                p.set_(mpi_ops.win_update(self._windows[p], require_mutex=True))
+                self._delay[p] = self._num_steps
+        self._handles.clear()
+
+
+class _PushSum(_Windowed):
+    """Push-sum (gradient push): each parameter travels as [x, w] (numerator and
+    weight); the estimate is x / w. Forward hooks accumulate a share into the
+    out-neighbors' windows; step() keeps self_weight of the rest, collects what arrived
+    and divides."""
+
+    force_barrier = True
+
+    def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
+        super().__init__(params)
+        self._setup(model, num_steps_per_communication)
+        out_ranks = mpi_ops.out_neighbor_ranks()
+        share = 1.0 / (len(out_ranks) + 1)
+        self.dst_weights = {r: share for r in out_ranks}
+        self.self_weight = share
+        self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype)]) for p in self._names}
+        self._create_windows(self._extended, dict(self._names), zero_init=True)
+
+    def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        for p in self._training_parameters(module):
+            if self._count(self._delay, p):
+                extended = self._extended[p]
+                with torch.no_grad():
+                    extended[:-1].copy_(p.data.flatten()).mul_(extended[-1])  # x = estimate * w
+                self._handles[p] = mpi_ops.win_accumulate_nonblocking(extended, self._windows[p],
+                                                                      dst_weights=self.dst_weights,
+                                                                      require_mutex=True)
+
+    def synchronize(self) -> None:
+        with torch.no_grad():
+            for p, handle in self._handles.items():
+                mpi_ops.win_wait(handle)
+                extended = self._extended[p]
+                extended.mul_(self.self_weight)
+                mpi_ops.win_update_then_collect(self._windows[p])
+                p.copy_((extended[:-1] / extended[-1]).view_as(p))
+                self._delay[p] = self._num_steps
+        self._handles.clear()
+
+
+# ---- factories -------------------------------------------------------------------------------
+def _wrap(optimizer: torch.optim.Optimizer, mixin: type, *args: Any) -> torch.optim.Optimizer:
+    """An instance of a subclass of optimizer's class, over the same parameter groups."""
+    base = type(optimizer)
+    cls = type(base.__name__, (mixin, base), {"__module__": __name__, "__qualname__": base.__qualname__})
+    return cls(optimizer.param_groups, *args)
+
+
+def DistributedAdaptWithCombineOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                                         communication_type: CommunicationType =
+                                         CommunicationType.neighbor_allreduce,
+                                         num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
+    """Adapt-with-combine: w+ = Combine(w) - lr * grad f(w); the averaging overlaps the
+    forward and backward passes."""
+    return _wrap(optimizer, _AdaptWithCombine, model, communication_type, num_steps_per_communication)
+
+
+def DistributedAdaptThenCombineOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                                         communication_type: CommunicationType =
+                                         CommunicationType.neighbor_allreduce,
+                                         num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
+    """Adapt-then-combine: w+ = Combine(w - lr * grad f(w)); each parameter's update and
+    averaging start as soon as its gradient is ready."""
+    return _wrap(optimizer, _AdaptThenCombine, model, communication_type, num_steps_per_communication)
+
+
+def DistributedGradientAllreduceOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                                          num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
+    """Averages gradients over all ranks (Horovod style) before each local update."""
+    return _wrap(optimizer, _GradientAllreduce, model, num_steps_per_communication)
+
+
+def DistributedWinPutOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                               num_steps_per_communication: int = 1,
+                               window_prefix: Optional[str] = None) -> torch.optim.Optimizer:
+    """Puts the parameters into the out-neighbors' windows after each forward pass and
+    averages with what arrived before each update (one window per parameter)."""
+    return _wrap(optimizer, _WindowOptimizer, model, num_steps_per_communication, window_prefix, False)
+
+
+def DistributedPullGetOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                                num_steps_per_communication: int = 1,
+                                window_prefix: Optional[str] = None) -> torch.optim.Optimizer:
+    """As the window put optimizer, but each rank gets its in-neighbors' parameters."""
+    return _wrap(optimizer, _WindowOptimizer, model, num_steps_per_communication, window_prefix, True)
+
+
+def DistributedPushSumOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
+                                num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
+    """Push-sum over windows: converges on directed graphs that are not doubly stochastic."""
+    return _wrap(optimizer, _PushSum, model, num_steps_per_communication)
+
+
+def _deprecated(name: str, kind: CommunicationType) -> Callable[..., torch.optim.Optimizer]:
+    def factory(optimizer: torch.optim.Optimizer, model: Any,
+                num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
+        warnings.warn(f"{name} is deprecated; use DistributedAdaptWithCombineOptimizer with "
+                      f"communication_type=CommunicationType.{kind.name}", PendingDeprecationWarning)
+        return DistributedAdaptWithCombineOptimizer(optimizer, model, kind, num_steps_per_communication)
+    factory.__name__ = factory.__qualname__ = name
+    factory.__doc__ = f"Deprecated: DistributedAdaptWithCombineOptimizer with CommunicationType.{kind.name}."
+    return factory
+
+
+DistributedAllreduceOptimizer = _deprecated("DistributedAllreduceOptimizer", CommunicationType.allreduce)
+DistributedNeighborAllreduceOptimizer = _deprecated("DistributedNeighborAllreduceOptimizer",
+                                                    CommunicationType.neighbor_allreduce)
+DistributedHierarchicalNeighborAllreduceOptimizer = _deprecated("DistributedHierarchicalNeighborAllreduceOptimizer",
+                                                                CommunicationType.hierarchical_neighbor_allreduce)
+
+__all__ = [
+    "CommunicationType", "DistributedAdaptThenCombineOptimizer", "DistributedAdaptWithCombineOptimizer",
+    "DistributedGradientAllreduceOptimizer", "DistributedWinPutOptimizer", "DistributedAllreduceOptimizer",
+    "DistributedNeighborAllreduceOptimizer", "DistributedHierarchicalNeighborAllreduceOptimizer",
+    "DistributedPushSumOptimizer", "DistributedPullGetOptimizer",
+]

@@ -1,0 +1,772 @@
+// Python typemaps for the shared interface (swig/starling.i).
+//
+// - Tensors: a `const DLTensor*` / `DLTensor*` parameter takes a DLPack capsule
+//   ("dltensor", or "dltensor_versioned" from DLPack 1.x producers) or any object with
+//   the buffer protocol (read-only NumPy arrays, memoryview, bytes). Starling only
+//   borrows: the capsule is neither renamed nor consumed, so its own destructor frees
+//   it when Python drops it (the starling package keeps it alive until completion).
+// - Status codes: a negative starling_status_t raises the exception class registered
+//   for that code (see starling/errors.py) with starling_last_error()'s text.
+// - Handles come back as opaque SWIG objects; list-valued queries come back as Python
+//   lists and dicts through the small helpers at the end of this file.
+// - The module is built with -threads: the GIL is released around every C call except
+//   the helpers marked %nothread, which only read local state and build Python objects.
+
+%{
+#include <string.h>
+
+/* DLPack 1.x's versioned capsule. DLPack 0.6's header lacks it, but the layout is
+ * fixed by the standard: {version, manager_ctx, deleter, flags, dl_tensor}. */
+typedef struct {
+  struct { uint32_t major, minor; } version;
+  void* manager_ctx;
+  void (*deleter)(void*);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} starling_py_versioned_tensor;
+#define STARLING_PY_DLPACK_READ_ONLY 1u
+
+/* Exception classes by -status, registered once by starling/errors.py. */
+#define STARLING_PY_MAX_STATUS 32
+static PyObject* starling_py_error_classes[STARLING_PY_MAX_STATUS];
+
+static void starling_py_raise(starling_status_t status) {
+  PyObject* cls = NULL;
+  if (status < 0 && -status < STARLING_PY_MAX_STATUS) cls = starling_py_error_classes[-status];
+  if (cls == NULL) cls = PyExc_RuntimeError;
+  const char* message = starling_last_error();
+  if (message == NULL || message[0] == '\0') message = starling_status_string(status);
+  PyErr_SetString(cls, message);
+}
+
+/* A tensor argument: the DLTensor inside a capsule, or a view over a buffer. The
+ * Py_buffer (if any) is released after the call; the memory stays valid as long as
+ * the exporting object lives, which the caller guarantees. Whether a buffer is held
+ * lives in a separate flag that the typemap initializes, because SWIG's error path
+ * releases every argument, also those it never converted. */
+typedef struct {
+  DLTensor view;
+  int64_t shape[64];
+  int64_t strides[64];
+  Py_buffer buffer;
+} starling_py_tensor_arg;
+
+static int starling_py_dtype_from_format(const char* format, Py_ssize_t itemsize, DLDataType* out) {
+  const char* f = format ? format : "B";
+  if (*f == '@' || *f == '=' || *f == '<') ++f;
+  else if ((*f == '>' || *f == '!') && itemsize > 1) return 0;  /* big-endian data */
+  if (f[0] == '\0' || f[1] != '\0') return 0;
+  out->lanes = 1;
+  out->bits = (uint8_t)(itemsize * 8);
+  switch (f[0]) {
+    case 'e': case 'f': case 'd': out->code = kDLFloat; return 1;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': out->code = kDLInt; return 1;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': out->code = kDLUInt; return 1;
+    case '?': out->code = 6; return 1;  /* kDLBool in DLPack >= 0.8: rejected below as unsupported */
+    default: return 0;
+  }
+}
+
+static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, int* has_buffer, int writable,
+                                    const char* what) {
+  if (PyCapsule_CheckExact(obj)) {
+    const char* name = PyCapsule_GetName(obj);
+    if (name != NULL && strcmp(name, "dltensor") == 0) {
+      DLManagedTensor* managed = (DLManagedTensor*)PyCapsule_GetPointer(obj, name);
+      return managed ? &managed->dl_tensor : NULL;
+    }
+    if (name != NULL && strcmp(name, "dltensor_versioned") == 0) {
+      starling_py_versioned_tensor* managed = (starling_py_versioned_tensor*)PyCapsule_GetPointer(obj, name);
+      if (managed == NULL) return NULL;
+      if (managed->version.major != 1) {
+        PyErr_Format(PyExc_TypeError, "%s: DLPack version %u.%u is not supported (Starling reads 1.x and legacy capsules)",
+                     what, (unsigned)managed->version.major, (unsigned)managed->version.minor);
+        return NULL;
+      }
+      if (writable && (managed->flags & STARLING_PY_DLPACK_READ_ONLY)) {
+        PyErr_Format(PyExc_ValueError, "%s is read-only; pass a writable tensor as the output", what);
+        return NULL;
+      }
+      return &managed->dl_tensor;
+    }
+    if (name != NULL && strncmp(name, "used_", 5) == 0) {
+      PyErr_Format(PyExc_ValueError, "%s: this DLPack capsule was already consumed by another library; "
+                   "pass the tensor itself or a fresh capsule", what);
+      return NULL;
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected a DLPack capsule named 'dltensor', got a capsule named '%s'",
+                 what, name ? name : "(null)");
+    return NULL;
+  }
+  if (PyObject_CheckBuffer(obj)) {
+    const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &arg->buffer, flags) != 0) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, writable ? "%s (%s) is not a writable buffer; pass a writable tensor as the output"
+                                              : "%s (%s) does not export a strided buffer",
+                   what, Py_TYPE(obj)->tp_name);
+      return NULL;
+    }
+    *has_buffer = 1;
+    Py_buffer* b = &arg->buffer;
+    if (b->ndim > 64) {
+      PyErr_Format(PyExc_ValueError, "%s has %d dimensions (at most 64)", what, b->ndim);
+      return NULL;
+    }
+    memset(&arg->view, 0, sizeof arg->view);
+    if (!starling_py_dtype_from_format(b->format, b->itemsize, &arg->view.dtype)) {
+      PyErr_Format(PyExc_ValueError, "%s has buffer format '%s', which Starling does not support; supported: "
+                   "float16, float32, float64, int8, int16, int32, int64, uint8 in native byte order",
+                   what, b->format ? b->format : "B");
+      return NULL;
+    }
+    for (int i = 0; i < b->ndim; ++i) {
+      arg->shape[i] = b->shape[i];
+      /* Byte strides that are not whole elements cannot be contiguous: let the
+       * contiguity check reject them with its message. */
+      arg->strides[i] = b->strides[i] % b->itemsize == 0 ? b->strides[i] / b->itemsize : -1;
+    }
+    arg->view.data = b->buf;
+    arg->view.device.device_type = kDLCPU;
+    arg->view.device.device_id = 0;
+    arg->view.ndim = b->ndim;
+    arg->view.shape = arg->shape;
+    arg->view.strides = arg->strides;
+    arg->view.byte_offset = 0;
+    return &arg->view;
+  }
+  PyErr_Format(PyExc_TypeError, "%s: expected a DLPack capsule or a buffer, got %s "
+               "(the starling package accepts any object with __dlpack__)", what, Py_TYPE(obj)->tp_name);
+  return NULL;
+}
+
+static void starling_py_tensor_release(starling_py_tensor_arg* arg, int* has_buffer) {
+  if (*has_buffer) PyBuffer_Release(&arg->buffer);
+  *has_buffer = 0;
+}
+
+/* Arrays from Python: a sequence of ints / floats, or None (count 0, NULL). Empty
+ * sequences give a non-NULL pointer so "none" and "default" stay distinguishable. */
+static int starling_py_dummy_int;
+static double starling_py_dummy_double;
+
+static int starling_py_int_at(PyObject* item, int* out, const char* what) {
+  if (PyFloat_Check(item) || PyBool_Check(item)) {
+    PyErr_Format(PyExc_TypeError, "%s must contain integer ranks, got %s", what, Py_TYPE(item)->tp_name);
+    return 0;
+  }
+  long v = PyLong_AsLong(item);  /* also accepts NumPy integers through __index__ */
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must contain integer ranks, got %s", what, Py_TYPE(item)->tp_name);
+    return 0;
+  }
+  if (v < INT32_MIN || v > INT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s contains %ld, out of range", what, v);
+    return 0;
+  }
+  *out = (int)v;
+  return 1;
+}
+
+static int starling_py_double_at(PyObject* item, double* out, const char* what) {
+  double v = PyFloat_AsDouble(item);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must contain numbers, got %s", what, Py_TYPE(item)->tp_name);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int starling_py_int_array(PyObject* obj, int** out, int* count, const char* what) {
+  *out = NULL;
+  *count = 0;
+  if (obj == Py_None) return 1;
+  PyObject* seq = PySequence_Fast(obj, "");
+  if (seq == NULL) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of ranks, got %s", what, Py_TYPE(obj)->tp_name);
+    return 0;
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  *out = n ? (int*)PyMem_Malloc(sizeof(int) * (size_t)n) : &starling_py_dummy_int;
+  if (*out == NULL) { Py_DECREF(seq); PyErr_NoMemory(); return 0; }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!starling_py_int_at(PySequence_Fast_GET_ITEM(seq, i), &(*out)[i], what)) {
+      Py_DECREF(seq);
+      if (n) PyMem_Free(*out);
+      *out = NULL;
+      return 0;
+    }
+  }
+  Py_DECREF(seq);
+  *count = (int)n;
+  return 1;
+}
+
+static int starling_py_double_array(PyObject* obj, double** out, int* count, const char* what) {
+  *out = NULL;
+  *count = 0;
+  PyObject* seq = PySequence_Fast(obj, "");
+  if (seq == NULL) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of numbers, got %s", what, Py_TYPE(obj)->tp_name);
+    return 0;
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  *out = n ? (double*)PyMem_Malloc(sizeof(double) * (size_t)n) : &starling_py_dummy_double;
+  if (*out == NULL) { Py_DECREF(seq); PyErr_NoMemory(); return 0; }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!starling_py_double_at(PySequence_Fast_GET_ITEM(seq, i), &(*out)[i], what)) {
+      Py_DECREF(seq);
+      if (n) PyMem_Free(*out);
+      *out = NULL;
+      return 0;
+    }
+  }
+  Py_DECREF(seq);
+  *count = (int)n;
+  return 1;
+}
+
+static void starling_py_free_ints(int* p) {
+  if (p != NULL && p != &starling_py_dummy_int) PyMem_Free(p);
+}
+static void starling_py_free_doubles(double* p) {
+  if (p != NULL && p != &starling_py_dummy_double) PyMem_Free(p);
+}
+
+/* Ranks with weights: None; a dict {rank: weight} (insertion order kept); or a
+ * sequence of ranks (weights NULL, meaning 1.0 each). */
+static int starling_py_rank_weights(PyObject* obj, int* count, int** ranks, double** weights, const char* what) {
+  *weights = NULL;
+  if (!PyDict_Check(obj)) return starling_py_int_array(obj, ranks, count, what);
+  const Py_ssize_t n = PyDict_Size(obj);
+  *count = 0;
+  *ranks = n ? (int*)PyMem_Malloc(sizeof(int) * (size_t)n) : &starling_py_dummy_int;
+  *weights = n ? (double*)PyMem_Malloc(sizeof(double) * (size_t)n) : &starling_py_dummy_double;
+  if (*ranks == NULL || *weights == NULL) {
+    if (n) { PyMem_Free(*ranks); PyMem_Free(*weights); }
+    *ranks = NULL; *weights = NULL;
+    PyErr_NoMemory();
+    return 0;
+  }
+  Py_ssize_t pos = 0, i = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(obj, &pos, &key, &value)) {
+    if (!starling_py_int_at(key, &(*ranks)[i], what) || !starling_py_double_at(value, &(*weights)[i], what)) {
+      if (n) { PyMem_Free(*ranks); PyMem_Free(*weights); }
+      *ranks = NULL; *weights = NULL;
+      return 0;
+    }
+    ++i;
+  }
+  *count = (int)n;
+  return 1;
+}
+
+/* A list of ints (for the query helpers). */
+static PyObject* starling_py_int_list(const int* values, int count) {
+  PyObject* list = PyList_New(count);
+  if (list == NULL) return NULL;
+  for (int i = 0; i < count; ++i) PyList_SET_ITEM(list, i, PyLong_FromLong(values[i]));
+  return list;
+}
+%}
+
+// ---- status codes -> exceptions ---------------------------------------------------
+%typemap(out) starling_status_t {
+  if ($1 < 0) {
+    starling_py_raise($1);
+    SWIG_fail;
+  }
+  $result = SWIG_Py_Void();
+}
+// request_test: True when finished successfully, False while in progress.
+%typemap(out) starling_status_t starling_request_test {
+  if ($1 < 0) {
+    starling_py_raise($1);
+    SWIG_fail;
+  }
+  $result = PyBool_FromLong($1 == STARLING_SUCCESS);
+}
+
+// ---- tensors --------------------------------------------------------------------------
+%typemap(in) const DLTensor* (starling_py_tensor_arg tensor_arg, int tensor_buffered = 0) {
+  $1 = starling_py_tensor($input, &tensor_arg, &tensor_buffered, 0, "$1_name");
+  if ($1 == NULL) SWIG_fail;
+}
+%typemap(freearg) const DLTensor* { starling_py_tensor_release(&tensor_arg$argnum, &tensor_buffered$argnum); }
+%typemap(in) DLTensor* (starling_py_tensor_arg tensor_arg, int tensor_buffered = 0) {
+  $1 = starling_py_tensor($input, &tensor_arg, &tensor_buffered, 1, "$1_name");
+  if ($1 == NULL) SWIG_fail;
+}
+%typemap(freearg) DLTensor* { starling_py_tensor_release(&tensor_arg$argnum, &tensor_buffered$argnum); }
+
+%typemap(in) DLDataType {
+  unsigned code, bits, lanes;
+  if (!PyTuple_Check($input)) {
+    PyErr_SetString(PyExc_TypeError, "a DLPack dtype is a tuple (code, bits, lanes)");
+    SWIG_fail;
+  }
+  if (!PyArg_ParseTuple($input, "III", &code, &bits, &lanes)) SWIG_fail;
+  $1.code = (uint8_t)code;
+  $1.bits = (uint8_t)bits;
+  $1.lanes = (uint16_t)lanes;
+}
+
+// first_dims: None or a writable int64 buffer (the package passes a NumPy array of
+// the right length).
+%typemap(in) int64_t* first_dims (Py_buffer dims_view, int has_dims_view = 0) {
+  $1 = NULL;
+  if ($input != Py_None) {
+    if (PyObject_GetBuffer($input, &dims_view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+    has_dims_view = 1;
+    if (dims_view.itemsize != 8 || dims_view.format == NULL || (strcmp(dims_view.format, "q") != 0 && strcmp(dims_view.format, "l") != 0)) {
+      PyErr_SetString(PyExc_TypeError, "first_dims must be a writable int64 buffer");
+      SWIG_fail;
+    }
+    $1 = (int64_t*)dims_view.buf;
+  }
+}
+%typemap(freearg) int64_t* first_dims { if (has_dims_view$argnum) PyBuffer_Release(&dims_view$argnum); }
+
+// ---- handles produced by a call ----------------------------------------------------------
+%define STARLING_PY_HANDLE_OUT(TYPE, NAME)
+%typemap(in, numinputs=0) TYPE* NAME (TYPE temp = NULL) { $1 = &temp; }
+%typemap(argout) TYPE* NAME {
+  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0));
+}
+%enddef
+STARLING_PY_HANDLE_OUT(starling_context_t, out)
+STARLING_PY_HANDLE_OUT(starling_request_t, req)
+STARLING_PY_HANDLE_OUT(starling_topology_t, out)
+STARLING_PY_HANDLE_OUT(starling_schedule_t, out)
+STARLING_PY_HANDLE_OUT(starling_window_t, out)
+
+%include <typemaps.i>
+%apply int* OUTPUT { int* out, int* is_weighted };
+%apply double* OUTPUT { double* out };
+
+// ---- rank lists -----------------------------------------------------------------------
+%typemap(in) (const int* ranks, int count) (int* rank_list = NULL, int rank_count = 0) {
+  if (!starling_py_int_array($input, &rank_list, &rank_count, "ranks")) SWIG_fail;
+  $1 = rank_list;
+  $2 = rank_count;
+}
+%typemap(freearg) (const int* ranks, int count) { starling_py_free_ints(rank_list$argnum); }
+
+%typemap(in) (int num_ranks, const int* ranks, const double* weights) (int* weighted_ranks = NULL, double* rank_weights = NULL, int weighted_count = 0) {
+  if (!starling_py_rank_weights($input, &weighted_count, &weighted_ranks, &rank_weights, "$1_name")) SWIG_fail;
+  $1 = weighted_count;
+  $2 = weighted_ranks;
+  $3 = rank_weights;
+}
+%typemap(freearg) (int num_ranks, const int* ranks, const double* weights) {
+  starling_py_free_ints(weighted_ranks$argnum);
+  starling_py_free_doubles(rank_weights$argnum);
+}
+%apply (int num_ranks, const int* ranks, const double* weights) {
+  (int num_sources, const int* source_ranks, const double* source_weights),
+  (int num_destinations, const int* destination_ranks, const double* destination_weights)
+};
+
+// ---- names: strip the prefix (starling._core.allreduce), and leave out what the
+// helpers below replace (out-parameter arrays, option structs with pointers).
+%rename("%(strip:[starling_])s") "";
+%ignore starling_context_options;
+%ignore starling_stats;
+%ignore starling_neighbor_args;
+%ignore starling_window_args;
+%ignore starling_window_update_args;
+%ignore starling_context_create;
+%ignore starling_get_stats;
+%ignore starling_neighbor_allreduce;
+%ignore starling_neighbor_allreduce_nonblocking;
+%ignore starling_neighbor_allgather;
+%ignore starling_neighbor_allgather_nonblocking;
+%ignore starling_neighbor_allgather_first_dims;
+%ignore starling_hierarchical_neighbor_allreduce;
+%ignore starling_hierarchical_neighbor_allreduce_nonblocking;
+%ignore starling_topology_create;
+%ignore starling_topology_edges;
+%ignore starling_topology_in_neighbors;
+%ignore starling_topology_out_neighbors;
+%ignore starling_topology_recv_weights;
+%ignore starling_topology_send_weights;
+%ignore starling_schedule_next;
+%ignore starling_in_neighbors;
+%ignore starling_out_neighbors;
+%ignore starling_window_names;
+%ignore starling_window_put;
+%ignore starling_window_put_nonblocking;
+%ignore starling_window_accumulate;
+%ignore starling_window_accumulate_nonblocking;
+%ignore starling_window_get;
+%ignore starling_window_get_nonblocking;
+%ignore starling_window_update;
+%ignore starling_window_versions;
+
+// Local queries that build Python objects: they hold the GIL (%nothread).
+%nothread py_register_error;
+%nothread py_topology_create;
+%nothread py_topology_edges;
+%nothread py_topology_neighbors;
+%nothread py_topology_weights;
+%nothread py_context_neighbors;
+%nothread py_schedule_next;
+%nothread py_window_names;
+%nothread py_window_versions;
+%nothread py_get_stats;
+
+// ---- helpers: flat Python arguments in place of option structs -----------------------
+%inline %{
+/* Registers the exception class raised for `status` (< 0). */
+static PyObject* py_register_error(int status, PyObject* cls) {
+  if (status >= 0 || -status >= STARLING_PY_MAX_STATUS || !PyExceptionClass_Check(cls)) {
+    PyErr_SetString(PyExc_ValueError, "py_register_error(status < 0, exception class)");
+    return NULL;
+  }
+  Py_INCREF(cls);
+  Py_XDECREF(starling_py_error_classes[-status]);
+  starling_py_error_classes[-status] = cls;
+  Py_RETURN_NONE;
+}
+
+static starling_status_t py_context_create(int use_host_comm, int64_t host_comm, int nodes_per_machine,
+                                           starling_context_t* out) {
+  starling_context_options_t options = STARLING_CONTEXT_OPTIONS_INIT;
+  options.use_host_comm = use_host_comm;
+  options.host_comm = host_comm;
+  options.nodes_per_machine = nodes_per_machine;
+  return starling_context_create(&options, out);
+}
+
+/* kind: 0 neighbor_allreduce, 1 hierarchical_neighbor_allreduce. */
+static starling_status_t py_neighbor_allreduce(int kind, starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                               int use_weights, double self_weight,
+                                               int num_sources, const int* source_ranks, const double* source_weights,
+                                               int dynamic,
+                                               int num_destinations, const int* destination_ranks,
+                                               const double* destination_weights,
+                                               int check_topology, const char* name, int nonblocking,
+                                               starling_request_t* req) {
+  starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+  args.use_weights = use_weights;
+  args.self_weight = self_weight;
+  args.num_sources = num_sources;
+  args.source_ranks = source_ranks;
+  args.source_weights = source_weights;
+  args.dynamic = dynamic;
+  args.num_destinations = num_destinations;
+  args.destination_ranks = destination_ranks;
+  args.destination_weights = destination_weights;
+  args.check_topology = check_topology;
+  args.name = name;
+  if (kind == 1) {
+    return nonblocking ? starling_hierarchical_neighbor_allreduce_nonblocking(ctx, in, out, &args, req)
+                       : starling_hierarchical_neighbor_allreduce(ctx, in, out, &args);
+  }
+  return nonblocking ? starling_neighbor_allreduce_nonblocking(ctx, in, out, &args, req)
+                     : starling_neighbor_allreduce(ctx, in, out, &args);
+}
+
+static starling_status_t py_neighbor_allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                               int64_t* first_dims,
+                                               int num_sources, const int* source_ranks, const double* source_weights,
+                                               int dynamic,
+                                               int num_destinations, const int* destination_ranks,
+                                               const double* destination_weights,
+                                               int check_topology, const char* name, int nonblocking,
+                                               starling_request_t* req) {
+  starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;  /* weights are ignored by allgather */
+  args.num_sources = num_sources;
+  args.source_ranks = source_ranks;
+  args.dynamic = dynamic;
+  args.num_destinations = num_destinations;
+  args.destination_ranks = destination_ranks;
+  args.check_topology = check_topology;
+  args.name = name;
+  (void)source_weights;
+  (void)destination_weights;
+  return nonblocking ? starling_neighbor_allgather_nonblocking(ctx, in, out, first_dims, &args, req)
+                     : starling_neighbor_allgather(ctx, in, out, first_dims, &args);
+}
+
+static starling_status_t py_neighbor_allgather_first_dims(starling_context_t ctx, const DLTensor* in,
+                                                          int64_t* first_dims,
+                                                          int num_sources, const int* source_ranks,
+                                                          const double* source_weights, int dynamic,
+                                                          int num_destinations, const int* destination_ranks,
+                                                          const double* destination_weights, int check_topology,
+                                                          const char* name) {
+  starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+  args.num_sources = num_sources;
+  args.source_ranks = source_ranks;
+  args.dynamic = dynamic;
+  args.num_destinations = num_destinations;
+  args.destination_ranks = destination_ranks;
+  args.check_topology = check_topology;
+  args.name = name;
+  (void)source_weights;
+  (void)destination_weights;
+  return starling_neighbor_allgather_first_dims(ctx, in, first_dims, &args);
+}
+%}
+
+%inline %{
+/* kind: 0 put, 1 accumulate. ranks None: every out-neighbor. */
+static starling_status_t py_window_put(int kind, starling_window_t win, DLTensor* tensor,
+                                       int num_ranks, const int* ranks, const double* weights,
+                                       double self_weight, int require_mutex, int nonblocking,
+                                       starling_request_t* req) {
+  starling_window_args_t args = STARLING_WINDOW_ARGS_INIT;
+  args.num_ranks = num_ranks;
+  args.ranks = ranks;
+  args.weights = weights;
+  args.self_weight = self_weight;
+  args.require_mutex = require_mutex;
+  if (kind == 1) {
+    return nonblocking ? starling_window_accumulate_nonblocking(win, tensor, &args, req)
+                       : starling_window_accumulate(win, tensor, &args);
+  }
+  return nonblocking ? starling_window_put_nonblocking(win, tensor, &args, req) : starling_window_put(win, tensor, &args);
+}
+
+/* ranks None: every in-neighbor. */
+static starling_status_t py_window_get(starling_window_t win, int num_ranks, const int* ranks, const double* weights,
+                                       int require_mutex, int nonblocking, starling_request_t* req) {
+  starling_window_args_t args = STARLING_WINDOW_ARGS_INIT;
+  args.num_ranks = num_ranks;
+  args.ranks = ranks;
+  args.weights = weights;
+  args.require_mutex = require_mutex;
+  return nonblocking ? starling_window_get_nonblocking(win, &args, req) : starling_window_get(win, &args);
+}
+
+static starling_status_t py_window_update(starling_window_t win, int use_weights, double self_weight,
+                                          int num_ranks, const int* ranks, const double* weights,
+                                          int reset, int require_mutex) {
+  starling_window_update_args_t args = STARLING_WINDOW_UPDATE_ARGS_INIT;
+  args.use_weights = use_weights;
+  args.self_weight = self_weight;
+  args.num_ranks = num_ranks;
+  args.ranks = ranks;
+  args.weights = weights;
+  args.reset = reset;
+  args.require_mutex = require_mutex;
+  return starling_window_update(win, &args);
+}
+%}
+
+
+%{
+/* A list query called twice: once for the count, once for the entries. */
+typedef starling_status_t (*starling_py_list_fn)(void* handle, int rank, int* ranks, int capacity, int* count);
+
+static starling_status_t starling_py_topology_in(void* h, int rank, int* r, int c, int* n) {
+  return starling_topology_in_neighbors((starling_topology_t)h, rank, r, c, n);
+}
+static starling_status_t starling_py_topology_out(void* h, int rank, int* r, int c, int* n) {
+  return starling_topology_out_neighbors((starling_topology_t)h, rank, r, c, n);
+}
+static starling_status_t starling_py_context_in(void* h, int rank, int* r, int c, int* n) {
+  (void)rank;
+  return starling_in_neighbors((starling_context_t)h, r, c, n);
+}
+static starling_status_t starling_py_context_out(void* h, int rank, int* r, int c, int* n) {
+  (void)rank;
+  return starling_out_neighbors((starling_context_t)h, r, c, n);
+}
+
+static PyObject* starling_py_list(starling_py_list_fn fn, void* handle, int rank) {
+  int count = 0;
+  starling_status_t status = fn(handle, rank, NULL, 0, &count);
+  if (status < 0 && count == 0) { starling_py_raise(status); return NULL; }
+  int* ranks = (int*)PyMem_Malloc(sizeof(int) * (size_t)(count + 1));
+  if (ranks == NULL) return PyErr_NoMemory();
+  status = fn(handle, rank, ranks, count, &count);
+  PyObject* list = status < 0 ? NULL : starling_py_int_list(ranks, count);
+  if (status < 0) starling_py_raise(status);
+  PyMem_Free(ranks);
+  return list;
+}
+
+%}
+
+%inline %{
+static PyObject* py_topology_create(int size, PyObject* sources, PyObject* destinations, PyObject* weights) {
+  int *src = NULL, *dst = NULL, ns = 0, nd = 0;
+  double* w = NULL;
+  PyObject* result = NULL;
+  if (!starling_py_int_array(sources, &src, &ns, "sources") || !starling_py_int_array(destinations, &dst, &nd, "destinations")) goto done;
+  if (weights != Py_None) {
+    int nw = 0;
+    if (!starling_py_double_array(weights, &w, &nw, "weights")) goto done;
+    if (nw != ns) {
+      PyErr_Format(PyExc_ValueError, "%d weights for %d edges", nw, ns);
+      goto done;
+    }
+  }
+  if (ns != nd) {
+    PyErr_Format(PyExc_ValueError, "%d sources but %d destinations", ns, nd);
+    goto done;
+  }
+  {
+    starling_topology_t topo = NULL;
+    const starling_status_t status = starling_topology_create(size, ns, src, dst, w, &topo);
+    if (status < 0) {
+      starling_py_raise(status);
+      goto done;
+    }
+    result = SWIG_NewPointerObj(SWIG_as_voidptr(topo), SWIGTYPE_p_starling_topology_s, 0);
+  }
+done:
+  starling_py_free_ints(src);
+  starling_py_free_ints(dst);
+  starling_py_free_doubles(w);
+  return result;
+}
+
+/* [(source, destination, weight), ...] sorted by (source, destination). */
+static PyObject* py_topology_edges(starling_topology_t topo) {
+  int n = 0;
+  starling_status_t status = starling_topology_num_edges(topo, &n);
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  int* src = (int*)PyMem_Malloc(sizeof(int) * (size_t)(n + 1));
+  int* dst = (int*)PyMem_Malloc(sizeof(int) * (size_t)(n + 1));
+  double* w = (double*)PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+  PyObject* list = NULL;
+  if (!src || !dst || !w) { PyErr_NoMemory(); goto done; }
+  status = starling_topology_edges(topo, src, dst, w, n);
+  if (status < 0) { starling_py_raise(status); goto done; }
+  list = PyList_New(n);
+  for (int i = 0; list != NULL && i < n; ++i) PyList_SET_ITEM(list, i, Py_BuildValue("(iid)", src[i], dst[i], w[i]));
+done:
+  PyMem_Free(src);
+  PyMem_Free(dst);
+  PyMem_Free(w);
+  return list;
+}
+
+static PyObject* py_topology_neighbors(starling_topology_t topo, int rank, int incoming) {
+  return starling_py_list(incoming ? starling_py_topology_in : starling_py_topology_out, (void*)topo, rank);
+}
+
+static PyObject* py_context_neighbors(starling_context_t ctx, int incoming) {
+  return starling_py_list(incoming ? starling_py_context_in : starling_py_context_out, (void*)ctx, 0);
+}
+
+/* (self_weight, {rank: weight}) with ranks ascending. */
+static PyObject* py_topology_weights(starling_topology_t topo, int rank, int receiving) {
+  int count = 0;
+  double self_weight = 0;
+  starling_status_t status = receiving ? starling_topology_recv_weights(topo, rank, &self_weight, NULL, NULL, 0, &count)
+                                       : starling_topology_send_weights(topo, rank, &self_weight, NULL, NULL, 0, &count);
+  if (status < 0 && count == 0) { starling_py_raise(status); return NULL; }
+  int* ranks = (int*)PyMem_Malloc(sizeof(int) * (size_t)(count + 1));
+  double* weights = (double*)PyMem_Malloc(sizeof(double) * (size_t)(count + 1));
+  PyObject* result = NULL;
+  if (!ranks || !weights) { PyErr_NoMemory(); goto done; }
+  status = receiving ? starling_topology_recv_weights(topo, rank, &self_weight, ranks, weights, count, &count)
+                     : starling_topology_send_weights(topo, rank, &self_weight, ranks, weights, count, &count);
+  if (status < 0) { starling_py_raise(status); goto done; }
+  {
+    PyObject* dict = PyDict_New();
+    for (int i = 0; dict != NULL && i < count; ++i) {
+      PyObject* k = PyLong_FromLong(ranks[i]);
+      PyObject* v = PyFloat_FromDouble(weights[i]);
+      PyDict_SetItem(dict, k, v);
+      Py_XDECREF(k);
+      Py_XDECREF(v);
+    }
+    if (dict != NULL) result = Py_BuildValue("(dN)", self_weight, dict);
+  }
+done:
+  PyMem_Free(ranks);
+  PyMem_Free(weights);
+  return result;
+}
+
+/* ([send ranks], [recv ranks]) for the next step. */
+static PyObject* py_schedule_next(starling_schedule_t sched) {
+  int ns = 0, nr = 0;
+  starling_status_t status = starling_schedule_next(sched, NULL, 0, &ns, NULL, 0, &nr);
+  if (status >= 0 && ns == 0 && nr == 0) return Py_BuildValue("([][])");
+  int* s = (int*)PyMem_Malloc(sizeof(int) * (size_t)(ns + 1));
+  int* r = (int*)PyMem_Malloc(sizeof(int) * (size_t)(nr + 1));
+  PyObject* result = NULL;
+  if (!s || !r) { PyErr_NoMemory(); goto done; }
+  status = starling_schedule_next(sched, s, ns, &ns, r, nr, &nr);
+  if (status < 0) { starling_py_raise(status); goto done; }
+  result = Py_BuildValue("(NN)", starling_py_int_list(s, ns), starling_py_int_list(r, nr));
+done:
+  PyMem_Free(s);
+  PyMem_Free(r);
+  return result;
+}
+
+static PyObject* py_window_names(starling_context_t ctx) {
+  size_t length = 0;
+  starling_status_t status = starling_window_names(ctx, NULL, 0, &length);
+  if (status < 0 && length == 0) { starling_py_raise(status); return NULL; }
+  char* text = (char*)PyMem_Malloc(length + 1);
+  if (text == NULL) return PyErr_NoMemory();
+  status = starling_window_names(ctx, text, length + 1, &length);
+  PyObject* result = NULL;
+  if (status < 0) {
+    starling_py_raise(status);
+  } else {
+    PyObject* all = PyUnicode_FromStringAndSize(text, (Py_ssize_t)length);
+    if (all != NULL && length == 0) {
+      result = PyList_New(0);
+    } else if (all != NULL) {
+      PyObject* sep = PyUnicode_FromString("\n");
+      result = PyUnicode_Split(all, sep, -1);
+      Py_XDECREF(sep);
+    }
+    Py_XDECREF(all);
+  }
+  PyMem_Free(text);
+  return result;
+}
+
+/* {in-neighbor rank: version}. */
+static PyObject* py_window_versions(starling_window_t win) {
+  int count = 0;
+  starling_status_t status = starling_window_versions(win, NULL, NULL, 0, &count);
+  if (status < 0 && count == 0) { starling_py_raise(status); return NULL; }
+  int* ranks = (int*)PyMem_Malloc(sizeof(int) * (size_t)(count + 1));
+  int64_t* versions = (int64_t*)PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+  PyObject* dict = NULL;
+  if (!ranks || !versions) { PyErr_NoMemory(); goto done; }
+  status = starling_window_versions(win, ranks, versions, count, &count);
+  if (status < 0) { starling_py_raise(status); goto done; }
+  dict = PyDict_New();
+  for (int i = 0; dict != NULL && i < count; ++i) {
+    PyObject* k = PyLong_FromLong(ranks[i]);
+    PyObject* v = PyLong_FromLongLong(versions[i]);
+    PyDict_SetItem(dict, k, v);
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+  }
+done:
+  PyMem_Free(ranks);
+  PyMem_Free(versions);
+  return dict;
+}
+
+static PyObject* py_get_stats(starling_context_t ctx) {
+  starling_stats_t stats = STARLING_STATS_INIT;
+  const starling_status_t status = starling_get_stats(ctx, &stats);
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  return Py_BuildValue("{sKsKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
+                       "fused_operations", (unsigned long long)stats.fused_operations,
+                       "fusion_groups", (unsigned long long)stats.fusion_groups,
+                       "messages_sent", (unsigned long long)stats.messages_sent,
+                       "bytes_sent", (unsigned long long)stats.bytes_sent,
+                       "scratch_bytes", (unsigned long long)stats.scratch_bytes);
+}
+%}

@@ -1,0 +1,189 @@
+"""Bad input from Python: every case raises TypeError or ValueError (or a Starling
+exception subclassing them) with a message saying what to do; nothing crashes."""
+
+import numpy as np
+import pytest
+import torch
+
+import starling
+import starling.torch as bf
+from starling import _core
+from conftest import RANK, SIZE
+from dlpack_fakes import DLPackOnly, FakeTensor
+
+
+def test_wrong_python_types(ctx):
+    for bad in ([1.0, 2.0], 3.0, "abc", None, {"a": 1}):
+        with pytest.raises(TypeError, match="__dlpack__"):
+            ctx.allreduce(bad)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        bf.allreduce(np.ones(3))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        bf.neighbor_allreduce([1.0])
+    with pytest.raises(TypeError, match="name must be a str"):
+        bf.allreduce(torch.ones(3), name=5)
+    with pytest.raises(ValueError, match="op must be one of"):
+        ctx.allreduce(np.ones(3), "product")
+    with pytest.raises(TypeError, match="integer ranks"):
+        ctx.neighbor_allreduce(np.ones(3), self_weight=0.5, src_weights={"zero": 0.5})
+    with pytest.raises(TypeError, match="numbers"):
+        ctx.neighbor_allreduce(np.ones(3), self_weight=0.5, src_weights={0: "half"})
+    with pytest.raises(TypeError, match="dict"):
+        ctx.neighbor_allreduce(np.ones(3), self_weight=0.5, src_weights=[0.5])
+    with pytest.raises(TypeError):
+        bf.broadcast(torch.ones(3), root_rank="0")
+    with pytest.raises(TypeError, match="list of ranks"):
+        bf.neighbor_allgather(torch.ones(3), src_ranks=5, dst_ranks=5)
+    with pytest.raises(TypeError, match="topology must be"):
+        ctx.set_topology("ring")
+    with pytest.raises(TypeError, match="size must be an int"):
+        starling.Topology.ring(2.5)
+
+
+def test_unsupported_dtypes(ctx):
+    for bad in (np.zeros(3, dtype=bool), np.zeros(3, dtype=np.complex64), torch.zeros(3, dtype=torch.bool),
+                torch.zeros(3, dtype=torch.complex64)):
+        with pytest.raises(starling.UnsupportedError, match="float16, bfloat16, float32"):
+            ctx.allreduce(bad)
+    with pytest.raises(ValueError, match="not supported"):
+        bf.allreduce(torch.zeros(3, dtype=torch.bool), average=False)
+    with pytest.raises(ValueError, match="dtype"):
+        ctx.allreduce(np.zeros(3, dtype=np.uint32))  # uint32 has no reduction kernel
+    with pytest.raises(ValueError, match="buffer format"):
+        _core.allreduce(ctx._handle, memoryview(b"abc").cast("c"), np.zeros(3, np.uint8), 0, None)
+
+
+def test_non_contiguous_tensors(ctx):
+    for bad in (np.zeros((4, 4))[:, ::2], np.zeros((3, 4)).T, torch.zeros(4, 4).t(), torch.zeros(8)[::2]):
+        with pytest.raises(starling.InvalidArgumentError, match=r"not contiguous.*contiguous copy"):
+            ctx.allreduce(bad)
+    with pytest.raises(ValueError, match="contiguous"):
+        bf.allreduce(torch.zeros(4, 4).t())
+    with pytest.raises(ValueError, match="contiguous"):
+        bf.neighbor_allreduce(torch.zeros(4, 4)[:, 1])
+    ro = np.zeros((4, 4))[:, ::2]
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="contiguous"):
+        ctx.allreduce(ro)  # read-only arrays go through the buffer protocol: same check
+
+
+def test_tensors_on_an_unsupported_device(ctx):
+    fake = FakeTensor(device_type=2)  # claims CUDA memory
+    with pytest.raises(starling.UnsupportedError, match=r"cuda:0.*copy the tensor to the CPU"):
+        _core.allreduce(ctx._handle, fake.capsule(), fake.capsule(), _core.STARLING_SUM, None)
+    with pytest.raises(starling.UnsupportedError, match="CPU"):
+        ctx.allreduce(fake)
+    with pytest.raises(starling.UnsupportedError, match="meta"):
+        ctx.allreduce(torch.zeros(3, device="meta"))
+    with pytest.raises(ValueError, match="meta"):
+        bf.allreduce(torch.zeros(3, device="meta"))
+    with pytest.raises(ValueError, match="not supported"):
+        bf.allreduce(torch.zeros(3).to_sparse())
+
+
+def test_bad_capsules(ctx):
+    fake = FakeTensor(device_type=1, name=b"used_dltensor")
+    with pytest.raises(ValueError, match="already consumed"):
+        _core.allreduce(ctx._handle, fake.capsule(), fake.capsule(), 0, None)
+    fake = FakeTensor(device_type=1, name=b"something")
+    with pytest.raises(TypeError, match="'dltensor'"):
+        _core.allreduce(ctx._handle, fake.capsule(), fake.capsule(), 0, None)
+    with pytest.raises(TypeError, match="capsule"):
+        _core.allreduce(ctx._handle, 42, 42, 0, None)
+
+
+def test_immutable_and_read_only_outputs(ctx):
+    x = DLPackOnly(np.full(3, float(RANK)))
+    y = ctx.allreduce(x, "sum")  # out of place works and returns the caller's type
+    assert isinstance(y, DLPackOnly) and np.all(y.numpy() == SIZE * (SIZE - 1) / 2)
+    with pytest.raises(TypeError, match="in place"):
+        ctx.allreduce(x, out=x)
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        ctx.allreduce(np.zeros(3), out=ro)
+
+
+def test_mismatched_shapes_on_one_rank(ctx):
+    with pytest.raises(starling.InvalidArgumentError, match="same dtype and shape"):
+        ctx.allreduce(np.zeros(3), out=np.zeros(4))
+    with pytest.raises(starling.InvalidArgumentError, match="same dtype and shape"):
+        ctx.allreduce(np.zeros(3), out=np.zeros(3, dtype=np.float32))
+    with pytest.raises(starling.InvalidArgumentError):
+        ctx.allgather(np.array(1.0))  # 0-d: nothing to concatenate
+
+
+@pytest.mark.skipif(SIZE < 2, reason="needs two ranks that disagree")
+def test_mismatched_shapes_across_ranks(ctx):
+    x = np.zeros(3 + RANK)  # every rank a different length
+    with pytest.raises(starling.MismatchError, match="rank"):
+        ctx.allreduce(x)
+    with pytest.raises(ValueError, match="rank"):
+        bf.allreduce(torch.zeros(2, 2 + RANK))
+    h = bf.allreduce_nonblocking(torch.zeros(2 + RANK))
+    with pytest.raises(ValueError, match="rank"):
+        bf.synchronize(h)  # a nonblocking mismatch surfaces at synchronize, as in BlueFog
+    with pytest.raises(starling.MismatchError):
+        ctx.broadcast(np.zeros(4), root=RANK)  # every rank names itself as root
+    ctx.barrier()  # the context stays usable after mismatches
+    assert np.all(ctx.allreduce(np.ones(2)) == SIZE)
+
+
+def test_bad_ranks_and_weights(ctx):
+    x = np.ones(3)
+    with pytest.raises(starling.InvalidArgumentError, match="root"):
+        ctx.broadcast(x, SIZE + 3)
+    with pytest.raises(starling.InvalidArgumentError, match="out of range"):
+        ctx.neighbor_allreduce(x, self_weight=0.5, src_weights={}, dst_weights=[SIZE + 1])
+    with pytest.raises(starling.InvalidArgumentError, match="self"):
+        ctx.neighbor_allreduce(x, self_weight=0.5, src_weights={RANK: 0.5}, dst_weights=[])
+    with pytest.raises(starling.InvalidArgumentError, match="finite and >= 0"):
+        ctx.neighbor_allreduce(x, self_weight=float("nan"), src_weights={}, dst_weights=[])
+    with pytest.raises(starling.InvalidArgumentError, match="finite and >= 0"):
+        bf.neighbor_allreduce(torch.ones(3), self_weight=-0.5, src_weights={}, dst_weights=[])
+    with pytest.raises(starling.InvalidArgumentError, match="peer"):
+        ctx.pair_gossip(x, RANK)
+    with pytest.raises(ValueError, match="go together"):
+        ctx.neighbor_allreduce(x, self_weight=0.5)
+    with pytest.raises(starling.InvalidArgumentError):
+        starling.Topology(2, [(0, 5)])
+    with pytest.raises(ValueError, match="edge"):
+        starling.Topology(2, [(0,)])
+    with pytest.raises(starling.InvalidArgumentError, match="nodes"):
+        ctx.set_topology(starling.Topology.ring(SIZE + 1))
+
+
+def test_request_misuse_is_harmless(ctx):
+    request = ctx.allreduce_nonblocking(np.ones(3))
+    assert request.wait() is request.wait()  # waiting twice returns the first result
+    with pytest.raises(starling.UnsupportedError, match="floating-point"):
+        ctx.allreduce_nonblocking(np.ones(3, dtype=np.int32), "average")  # checked before anything is queued
+    ctx.barrier()  # nothing was queued by the failed call: the ranks still agree
+
+
+def test_closed_context_raises():
+    other = starling.Context()
+    other.close()
+    other.close()  # closing twice is harmless
+    with pytest.raises(starling.InvalidHandleError, match="already freed or destroyed"):
+        other.allreduce(np.ones(2))
+    with pytest.raises(starling.InvalidHandleError):
+        other.rank
+
+
+def test_private_module_survives_garbage():
+    """Every wrapped C function, called with garbage of every arity, raises: it never
+    crashes the interpreter (SWIG's error paths release only what they converted)."""
+    garbage = (None, 42, -1, "x", 2.5, b"\x00")
+    names = [n for n in dir(_core) if callable(getattr(_core, n)) and not n.startswith("_")]
+    calls = 0
+    for name in names:
+        fn = getattr(_core, name)
+        for arity in range(0, 18):
+            for value in garbage:
+                try:
+                    fn(*([value] * arity))
+                except (TypeError, ValueError, OverflowError, starling.StarlingError):
+                    pass
+                calls += 1
+    assert calls > 1000

@@ -1,0 +1,248 @@
+"""Topologies and schedules: the C++ generators (through starling.Topology and
+starling.topology_util) against independent NumPy versions of BlueFog's definitions."""
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import starling
+import starling.topology_util as tu
+
+SIZES = [1, 2, 3, 4, 5, 8, 12, 16, 24]
+
+
+# ---- independent references (BlueFog's definitions, written out in NumPy) ----
+def is_power(x, base):
+    while x % base == 0:
+        x //= base
+    return x == 1
+
+
+def circulant(first_row):
+    x = np.asarray(first_row, dtype=np.float64)
+    x = x / x.sum()
+    return np.stack([np.roll(x, i) for i in range(len(x))])
+
+
+def ref_exponential(size, base=2):
+    return circulant([1.0] + [1.0 if is_power(i, base) else 0.0 for i in range(1, size)])
+
+
+def ref_symmetric_exponential(size, base=4):
+    row = [1.0]
+    for i in range(1, size):
+        index = i if i <= size // 2 else size - i
+        row.append(1.0 if is_power(index, base) else 0.0)
+    return circulant(row)
+
+
+def ref_mesh(size, shape=None):
+    if shape is None:
+        rows = int(np.sqrt(size))
+        while size % rows != 0:
+            rows -= 1
+        shape = (rows, size // rows)
+    cols = shape[1]
+    adjacency = np.eye(size)
+    for i in range(size):
+        if (i + 1) % cols != 0 and i + 1 < size:
+            adjacency[i, i + 1] = adjacency[i + 1, i] = 1
+        if i + cols < size:
+            adjacency[i, i + cols] = adjacency[i + cols, i] = 1
+    degree = (adjacency != 0).sum(axis=1)
+    w = np.zeros((size, size))
+    for i, j in zip(*np.nonzero(adjacency)):
+        if i != j:
+            w[i, j] = 1.0 / max(degree[i], degree[j])
+    for i in range(size):
+        w[i, i] = 1.0 - w[i].sum()
+    return w
+
+
+def ref_star(size, center=0):
+    w = np.zeros((size, size))
+    for i in range(size):
+        w[i, i] = 1 - 1 / size
+        w[center, i] = w[i, center] = 1 / size
+    return w
+
+
+def ref_ring(size, style=0):
+    if size == 1:
+        return np.ones((1, 1))
+    if size == 2:
+        return np.full((2, 2), 0.5)
+    x = np.zeros(size)
+    if style == 0:
+        x[0] = x[1] = x[-1] = 1 / 3
+    elif style == 1:
+        x[0] = x[-1] = 0.5
+    else:
+        x[0] = x[1] = 0.5
+    return np.stack([np.roll(x, i) for i in range(size)])
+
+
+def matrix_of(graph):
+    return nx.to_numpy_array(graph, nodelist=range(graph.number_of_nodes()))
+
+
+GENERATORS = [
+    ("exponential_two", lambda n: tu.ExponentialTwoGraph(n), lambda n: ref_exponential(n, 2)),
+    ("exponential_3", lambda n: tu.ExponentialGraph(n, 3), lambda n: ref_exponential(n, 3)),
+    ("exponential_default", lambda n: tu.ExponentialGraph(n), lambda n: ref_exponential(n, 2)),
+    ("symmetric_exponential", lambda n: tu.SymmetricExponentialGraph(n), ref_symmetric_exponential),
+    ("symmetric_exponential_2", lambda n: tu.SymmetricExponentialGraph(n, 2), lambda n: ref_symmetric_exponential(n, 2)),
+    ("mesh", lambda n: tu.MeshGrid2DGraph(n), ref_mesh),
+    ("star", lambda n: tu.StarGraph(n), ref_star),
+    ("star_last", lambda n: tu.StarGraph(n, n - 1), lambda n: ref_star(n, n - 1)),
+    ("ring", lambda n: tu.RingGraph(n), ref_ring),
+    ("ring_left", lambda n: tu.RingGraph(n, 1), lambda n: ref_ring(n, 1)),
+    ("ring_right", lambda n: tu.RingGraph(n, 2), lambda n: ref_ring(n, 2)),
+    ("fully_connected", lambda n: tu.FullyConnectedGraph(n), lambda n: np.full((n, n), 1 / n)),
+]
+
+
+@pytest.mark.parametrize("name,make,reference", GENERATORS, ids=[g[0] for g in GENERATORS])
+@pytest.mark.parametrize("size", SIZES)
+def test_generators_match_bluefog_definitions(name, make, reference, size):
+    graph = make(size)
+    assert isinstance(graph, nx.DiGraph) and graph.number_of_nodes() == size
+    np.testing.assert_allclose(matrix_of(graph), reference(size), rtol=0, atol=1e-15)
+    # Neighbor order is ascending, as with BlueFog's from_numpy_array graphs.
+    for r in range(size):
+        assert list(graph.predecessors(r)) == sorted(graph.predecessors(r))
+
+
+def test_mesh_with_explicit_shape_and_exact_powers():
+    np.testing.assert_allclose(matrix_of(tu.MeshGrid2DGraph(12, (3, 4))), ref_mesh(12, (3, 4)), atol=1e-15)
+    # BlueFog's float test dropped 243 = 3^5 for base 3; Starling tests powers exactly.
+    graph = tu.ExponentialGraph(300, 3)
+    assert graph.has_edge(0, 243) and tu.isPowerOf(243, 3) and not tu.isPowerOf(244, 3)
+
+
+def test_topology_object_api():
+    ring = starling.Topology.ring(5)
+    assert ring.size == 5 and ring.num_edges == 15
+    assert ring.in_neighbors(0) == [1, 4] and ring.out_neighbors(0) == [1, 4]
+    assert ring.recv_weights(0) == (pytest.approx(1 / 3), {1: pytest.approx(1 / 3), 4: pytest.approx(1 / 3)})
+    assert ring.is_regular() and ring == starling.Topology.from_matrix(ref_ring(5))
+    assert ring != starling.Topology.ring(5, "left")
+    custom = starling.Topology(3, [(0, 1), (1, 2, 0.5), (2, 0, 0.25)])
+    assert custom.edges == [(0, 1, 1.0), (1, 2, 0.5), (2, 0, 0.25)]
+    assert custom.send_weights(1) == (0.0, {2: 0.5})
+    assert not starling.Topology(3, [(0, 1)]).is_regular()
+    np.testing.assert_array_equal(custom.to_matrix(), [[0, 1, 0], [0, 0, 0.5], [0.25, 0, 0]])
+    assert matrix_of(custom.to_networkx()).tolist() == custom.to_matrix().tolist()
+
+
+def test_checks_and_weights():
+    star = tu.StarGraph(4)
+    assert not tu.IsRegularGraph(star) and tu.IsRegularGraph(tu.RingGraph(6))
+    assert tu.IsTopologyEquivalent(star, tu.StarGraph(4))
+    assert not tu.IsTopologyEquivalent(star, tu.StarGraph(4, 1))
+    assert not tu.IsTopologyEquivalent(star, None)
+    w = ref_star(4)
+    for rank in range(4):
+        self_weight, recv = tu.GetRecvWeights(star, rank)
+        assert self_weight == pytest.approx(w[rank, rank])
+        assert recv == {j: pytest.approx(w[j, rank]) for j in range(4) if j != rank and w[j, rank] != 0}
+        self_weight, send = tu.GetSendWeights(star, rank)
+        assert send == {j: pytest.approx(w[rank, j]) for j in range(4) if j != rank and w[rank, j] != 0}
+    no_self = nx.DiGraph([(0, 1), (1, 0)])
+    assert tu.GetRecvWeights(no_self, 0) == (0.0, {1: 1.0})
+
+
+def test_invalid_generator_arguments_raise_assertion_compatible_errors():
+    for bad in (lambda: tu.ExponentialTwoGraph(0), lambda: tu.RingGraph(4, 3), lambda: tu.StarGraph(3, 5),
+                lambda: tu.MeshGrid2DGraph(6, (4, 2))):
+        with pytest.raises(tu.TopologyError) as info:
+            bad()
+        assert isinstance(info.value, AssertionError) and isinstance(info.value, ValueError) and str(info.value)
+
+
+# ---- dynamic schedules ----
+def ref_one_peer(graph, rank, steps):
+    size = graph.number_of_nodes()
+    order = {}
+    for r in range(size):
+        ranks = sorted(graph.successors(r), key=lambda s: (s - r) % size)
+        order[r] = [s for s in ranks if s != r]
+    for index in range(steps):
+        send = order[rank][index % len(order[rank])]
+        recv = [o for o in range(size) if o != rank and order[o][index % len(order[o])] == rank]
+        yield [send], recv
+
+
+def ref_exp2_machine(world, local, rank, steps):
+    machine, machines = rank // local, world // local
+    exp_2_size = int(np.log2(machines - 1)) if machines > 1 else 0
+    for index in range(steps):
+        d = 2 ** (index % (exp_2_size + 1))
+        yield [(machine + d) % machines], [(machine - d) % machines]
+
+
+def ref_inner_outer_ring(world, local, rank, steps):
+    machines, m, l = world // local, rank // local, rank % local
+    for index in range(steps):
+        out = index % local
+        if l == out:
+            yield [((m + 1) % machines) * local + l], [((m - 1) % machines) * local + l]
+            continue
+        t = (l + 1) % local
+        if t == out:
+            t = (t + 1) % local
+        s = (l - 1) % local
+        if s == out:
+            s = (s - 1) % local
+        yield [m * local + t], [m * local + s]
+
+
+def ref_inner_outer_expo2(world, local, rank, steps):
+    machines, m, l = world // local, rank // local, rank % local
+    exp_out = int(np.log2(machines - 1)) if machines > 1 else 0
+    exp_in = int(np.log2(local - 2)) if local > 2 else 0
+    for index in range(steps):
+        out = index % local
+        if l == out:
+            d = 2 ** (index % (exp_out + 1))
+            yield [((m + d) % machines) * local + l], [((m - d) % machines) * local + l]
+            continue
+        nd = 2 ** (index % (exp_in + 1))
+        if nd >= (out - l) % local:
+            nd += 1
+        rd = 2 ** (index % (exp_in + 1))
+        if rd >= (l - out) % local:
+            rd += 1
+        yield [m * local + (l + nd) % local], [m * local + (l - rd) % local]
+
+
+def take(iterator, steps):
+    return list(itertools.islice(iterator, steps))
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 8, 12])
+@pytest.mark.parametrize("make", [tu.ExponentialTwoGraph, tu.SymmetricExponentialGraph, tu.RingGraph,
+                                  tu.MeshGrid2DGraph, tu.FullyConnectedGraph])
+def test_dynamic_one_peer(size, make):
+    graph = make(size)
+    for rank in range(size):
+        assert take(tu.GetDynamicOnePeerSendRecvRanks(graph, rank), 9) == list(ref_one_peer(graph, rank, 9))
+
+
+@pytest.mark.parametrize("world,local", [(4, 2), (8, 2), (12, 3), (16, 4), (6, 1)])
+def test_machine_schedules(world, local):
+    for rank in range(world):
+        assert take(tu.GetExp2DynamicSendRecvMachineRanks(world, local, rank, rank % local), 7) == \
+            list(ref_exp2_machine(world, local, rank, 7))
+        if local > 2:
+            assert take(tu.GetInnerOuterRingDynamicSendRecvRanks(world, local, rank), 7) == \
+                list(ref_inner_outer_ring(world, local, rank, 7))
+            assert take(tu.GetInnerOuterExpo2DynamicSendRecvRanks(world, local, rank), 7) == \
+                list(ref_inner_outer_expo2(world, local, rank, 7))
+
+
+def test_one_peer_needs_self_loops():
+    with pytest.raises(tu.TopologyError):
+        tu.GetDynamicOnePeerSendRecvRanks(nx.DiGraph([(0, 1), (1, 0)]), 0)
