@@ -17,16 +17,9 @@ import org.junit.runners.MethodSorters;
  * the JVM and the context survive every one of them.
  */
 @FixMethodOrder(MethodSorters.NAME_ASCENDING)
-public class BadInputTest {
-  private Context ctx;
-  private int rank;
-  private int size;
-
+public class BadInputTest extends ContextTestBase {
   @Before
-  public void setUp() {
-    ctx = TestSupport.context();
-    rank = ctx.rank();
-    size = ctx.size();
+  public void resetTopology() {
     TestSupport.resetTopology(ctx);
   }
 

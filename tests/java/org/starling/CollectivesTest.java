@@ -10,24 +10,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.Before;
 import org.junit.FixMethodOrder;
 import org.junit.Test;
 import org.junit.runners.MethodSorters;
 
 /** Classic collectives, blocking and nonblocking, against references every rank computes. */
 @FixMethodOrder(MethodSorters.NAME_ASCENDING)
-public class CollectivesTest {
-  private Context ctx;
-  private int rank;
-  private int size;
-
-  @Before
-  public void setUp() {
-    ctx = TestSupport.context();
-    rank = ctx.rank();
-    size = ctx.size();
-  }
+public class CollectivesTest extends ContextTestBase {
 
   private double reduce(ReduceOp op, int i) {
     double acc = op == ReduceOp.MIN ? Double.MAX_VALUE : op == ReduceOp.MAX ? -Double.MAX_VALUE : 0;

@@ -8,24 +8,13 @@ import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 import static org.junit.Assume.assumeTrue;
 
-import org.junit.Before;
 import org.junit.FixMethodOrder;
 import org.junit.Test;
 import org.junit.runners.MethodSorters;
 
 /** Context layout, options, library queries and the JVM's own signals next to MPI. */
 @FixMethodOrder(MethodSorters.NAME_ASCENDING)
-public class ContextTest {
-  private Context ctx;
-  private int rank;
-  private int size;
-
-  @Before
-  public void setUp() {
-    ctx = TestSupport.context();
-    rank = ctx.rank();
-    size = ctx.size();
-  }
+public class ContextTest extends ContextTestBase {
 
   @Test
   public void layoutMatchesTheLauncher() {

@@ -19,16 +19,9 @@ import org.junit.runners.MethodSorters;
  * matrix (read back edge by edge) or from the dynamic sets every rank recomputes.
  */
 @FixMethodOrder(MethodSorters.NAME_ASCENDING)
-public class NeighborTest {
-  private Context ctx;
-  private int rank;
-  private int size;
-
+public class NeighborTest extends ContextTestBase {
   @Before
-  public void setUp() {
-    ctx = TestSupport.context();
-    rank = ctx.rank();
-    size = ctx.size();
+  public void resetTopology() {
     TestSupport.resetTopology(ctx);
   }
 

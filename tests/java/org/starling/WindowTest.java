@@ -15,16 +15,9 @@ import org.junit.runners.MethodSorters;
 
 /** One-sided windows through the Java layer, against references from the topology. */
 @FixMethodOrder(MethodSorters.NAME_ASCENDING)
-public class WindowTest {
-  private Context ctx;
-  private int rank;
-  private int size;
-
+public class WindowTest extends ContextTestBase {
   @Before
-  public void setUp() {
-    ctx = TestSupport.context();
-    rank = ctx.rank();
-    size = ctx.size();
+  public void resetTopology() {
     TestSupport.resetTopology(ctx);
   }
 
