@@ -7,19 +7,31 @@ set(STARLING_MPI_ENV
   OMPI_MCA_hwloc_base_binding_policy=none)
 find_program(TIMEOUT_EXECUTABLE timeout REQUIRED)
 
-# starling_add_mpi_test(<name> COMMAND <exe> [args...] RANKS <n...> [TIMEOUT s] [ENV k=v...])
+# starling_add_mpi_test(<name> COMMAND <exe> [args...] RANKS <n...> [TIMEOUT s] [ENV k=v...]
+#                       [PREFIX mpi] [LABEL mpi] [WORKING_DIRECTORY dir])
+# registers <PREFIX>.<name>.np<n> for every n, run as `timeout mpiexec -n n <command>`.
 function(starling_add_mpi_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "COMMAND;RANKS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;PREFIX;LABEL;WORKING_DIRECTORY" "COMMAND;RANKS;ENV" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 240)
   endif()
+  if(NOT ARG_PREFIX)
+    set(ARG_PREFIX mpi)
+  endif()
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL mpi)
+  endif()
+  if(NOT ARG_WORKING_DIRECTORY)
+    set(ARG_WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
   foreach(n IN LISTS ARG_RANKS)
-    add_test(NAME mpi.${name}.np${n}
+    set(test ${ARG_PREFIX}.${name}.np${n})
+    add_test(NAME ${test}
       COMMAND ${TIMEOUT_EXECUTABLE} -k 10 ${ARG_TIMEOUT}
-              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS} ${ARG_COMMAND})
-    set_tests_properties(mpi.${name}.np${n} PROPERTIES
-      LABELS mpi PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
+              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS} ${ARG_COMMAND}
+      WORKING_DIRECTORY ${ARG_WORKING_DIRECTORY})
+    set_tests_properties(${test} PROPERTIES
+      LABELS ${ARG_LABEL} PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
       ENVIRONMENT "${STARLING_MPI_ENV};${ARG_ENV}")
   endforeach()
 endfunction()
-
