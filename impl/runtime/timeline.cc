@@ -1,5 +1,6 @@
 #include "impl/runtime/timeline.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -28,8 +29,10 @@ std::string Escape(const std::string& text) {
 
 }  // namespace
 
-Timeline::Timeline(const std::string& prefix, int rank)
-    : path_(prefix + std::to_string(rank) + ".json"), rank_(rank), start_(std::chrono::steady_clock::now()) {
+Timeline::Timeline(const std::string& prefix, int rank) : rank_(rank), start_(std::chrono::steady_clock::now()) {
+  static std::atomic<int> opened{0};
+  const int n = opened.fetch_add(1);
+  path_ = prefix + std::to_string(rank) + (n == 0 ? "" : "." + std::to_string(n)) + ".json";
   file_ = std::fopen(path_.c_str(), "w");
   STARLING_CHECK_ARG(file_ != nullptr, "cannot create the timeline file '", path_, "' (STARLING_TIMELINE): ",
                      std::strerror(errno));

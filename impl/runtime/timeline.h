@@ -14,7 +14,9 @@ namespace starling::runtime {
 
 class Timeline {
  public:
-  // Opens the file; throws Error(kInvalidArgument) naming it if it cannot be created.
+  // Opens <prefix><rank>.json (the process's first timeline) or
+  // <prefix><rank>.<n>.json (its n-th, so contexts never share a file); throws
+  // Error(kInvalidArgument) naming the file if it cannot be created.
   Timeline(const std::string& prefix, int rank);
   ~Timeline();  // closes the array and the file
 

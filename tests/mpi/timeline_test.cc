@@ -31,8 +31,14 @@ TEST(Timeline, RecordsOperationsAndActivitiesAsValidJson) {
   ASSERT_OK(starling_request_free(req));
   ASSERT_OK(starling_timeline_end_activity(ctx, "step"));
   EXPECT_ERROR(starling_timeline_start_activity(ctx, nullptr, "x"), STARLING_ERR_INVALID_ARGUMENT, "name");
+  // A second context in the same process writes its own file.
+  starling_context_t second;
+  ASSERT_OK(starling_context_create(nullptr, &second));
+  ASSERT_OK(starling_barrier(second));
+  ASSERT_OK(starling_context_destroy(second));
   ASSERT_OK(starling_context_destroy(ctx));
   MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(std::ifstream(std::string(prefix) + std::to_string(rank) + ".1.json").good());
   if (rank != 0) return;
   for (int r = 0; r < size; ++r) {
     const std::string path = std::string(prefix) + std::to_string(r) + ".json";

@@ -177,6 +177,7 @@ typedef struct starling_stats {
 STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);
 
 /* The timeline: with STARLING_TIMELINE=<prefix>, each rank writes <prefix><rank>.json
+ * (a second context in the same process: <prefix><rank>.1.json, and so on)
  * (Chrome trace format: open in chrome://tracing or ui.perfetto.dev) with every
  * operation's submission and execution and the activities marked below, one lane per
  * name. The file is complete once the context is destroyed. */
