@@ -58,20 +58,10 @@ starling_status_t GetTopology(starling_context_t ctx, starling_topology_t* out, 
 
 starling_status_t Neighbors(starling_context_t ctx, int* ranks, int capacity, int* count, bool in) {
   STARLING_API_BEGIN();
-  CheckOut(count, "count");
   std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
-  const std::shared_ptr<const runtime::TopologyState> state = context->topology();
-  const std::vector<int> list = in ? state->graph->in_neighbors(context->rank()) : state->graph->out_neighbors(context->rank());
-  *count = static_cast<int>(list.size());
-  STARLING_CHECK_ARG(capacity >= 0, "capacity is negative (", capacity, ")");
-  STARLING_CHECK_ARG(capacity == 0 || ranks != nullptr, "ranks is NULL but capacity is ", capacity);
-  STARLING_CHECK_ARG(capacity >= *count || (ranks == nullptr && capacity == 0 && *count == 0), "capacity ", capacity,
-                     " is smaller than the ", *count, in ? " in-neighbors" : " out-neighbors");
-  if (*count > 0) std::memcpy(ranks, list.data(), list.size() * sizeof(int));
+  CopyNeighbors(*context->topology()->graph, context->rank(), ranks, capacity, count, in);
   STARLING_API_END();
 }
-
-
 
 }  // namespace
 

@@ -54,33 +54,12 @@ void PublishSchedule(std::unique_ptr<topology::Schedule> schedule, starling_sche
   *out = Schedules().Add(std::move(state));
 }
 
-// The list convention: capacity >= 0, and the array may be NULL only when it is 0.
-void CheckArray(const void* array, int capacity, const char* array_name,
-                const char* capacity_name) {
-  STARLING_CHECK_ARG(capacity >= 0, capacity_name, " must be >= 0, got ", capacity);
-  STARLING_CHECK_ARG(array != nullptr || capacity == 0, array_name, " is NULL but ", capacity_name,
-                     " is ", capacity);
-}
-
-// Sets *count to the full count, then fails if the arrays cannot hold it.
-void SetNeighborCount(int rank, size_t n, int capacity, int* count, bool in) {
-  *count = static_cast<int>(n);
-  STARLING_CHECK_ARG(n <= static_cast<size_t>(capacity), "rank ", rank, " has ", n,
-                     in ? " in-neighbors" : " out-neighbors", " (self excluded) but capacity is ",
-                     capacity);
-}
-
 void CopyInts(const std::vector<int>& from, int* to) { std::copy(from.begin(), from.end(), to); }
 
 starling_status_t Neighbors(starling_topology_t topo, int rank, int* ranks, int capacity,
                             int* count, bool in) {
   STARLING_API_BEGIN();
-  CheckOut(count, "count");
-  CheckArray(ranks, capacity, "ranks", "capacity");
-  const auto graph = TopologyFromHandle(topo);
-  const std::vector<int> list = in ? graph->in_neighbors(rank) : graph->out_neighbors(rank);
-  SetNeighborCount(rank, list.size(), capacity, count, in);
-  CopyInts(list, ranks);
+  CopyNeighbors(*TopologyFromHandle(topo), rank, ranks, capacity, count, in);
   STARLING_API_END();
 }
 
@@ -101,6 +80,14 @@ starling_status_t Weights(starling_topology_t topo, int rank, double* self_weigh
 }
 
 }  // namespace
+
+void CopyNeighbors(const Graph& graph, int rank, int* ranks, int capacity, int* count, bool in) {
+  CheckOut(count, "count");
+  CheckArray(ranks, capacity, "ranks", "capacity");
+  const std::vector<int> list = in ? graph.in_neighbors(rank) : graph.out_neighbors(rank);
+  SetNeighborCount(rank, list.size(), capacity, count, in);
+  CopyInts(list, ranks);
+}
 
 starling_topology_t TopologyToHandle(std::shared_ptr<const Graph> graph) {
   return Topologies().Add(std::move(graph));

@@ -199,13 +199,10 @@ STARLING_API starling_status_t starling_window_versions(starling_window_t win, i
   std::shared_ptr<WindowEntry> entry = Windows().Get(win);
   const std::vector<int>& in = entry->window->in_neighbors();
   const std::vector<int64_t> v = entry->window->Versions();
-  *count = static_cast<int>(in.size());
-  STARLING_CHECK_ARG(capacity >= 0, "capacity is negative (", capacity, ")");
-  STARLING_CHECK_ARG(capacity == 0 || (ranks != nullptr && versions != nullptr),
-                     "ranks and versions must not be NULL when capacity is ", capacity);
-  STARLING_CHECK_ARG(capacity >= *count || (capacity == 0 && *count == 0 && ranks == nullptr), "capacity ", capacity,
-                     " is smaller than the ", *count, " in-neighbors");
-  for (size_t i = 0; i < in.size() && capacity > 0; ++i) {
+  CheckArray(ranks, capacity, "ranks");
+  CheckArray(versions, capacity, "versions");
+  SetNeighborCount(entry->context->rank(), in.size(), capacity, count, /*in=*/true);
+  for (size_t i = 0; i < in.size(); ++i) {
     ranks[i] = in[i];
     versions[i] = v[i];
   }

@@ -39,6 +39,22 @@ T CopyOptions(const T* in, const T& defaults, size_t required, const char* what,
   return copy;
 }
 
+// The C ABI's list convention: capacity >= 0, and an array may be NULL only when the
+// capacity is 0.
+inline void CheckArray(const void* array, int capacity, const char* array_name,
+                       const char* capacity_name = "capacity") {
+  STARLING_CHECK_ARG(capacity >= 0, capacity_name, " must be >= 0, got ", capacity);
+  STARLING_CHECK_ARG(array != nullptr || capacity == 0, array_name, " is NULL but ", capacity_name, " is ",
+                     capacity);
+}
+
+// Sets *count to n (so callers can size a retry), then fails if capacity cannot hold it.
+inline void SetNeighborCount(int rank, size_t n, int capacity, int* count, bool in) {
+  *count = static_cast<int>(n);
+  STARLING_CHECK_ARG(n <= static_cast<size_t>(capacity), "rank ", rank, " has ", n,
+                     in ? " in-neighbors" : " out-neighbors", " (self excluded) but capacity is ", capacity);
+}
+
 template <typename T>
 T* CheckOut(T* out, const char* name) {
   STARLING_CHECK_ARG(out != nullptr, name, " must not be NULL");

@@ -13,6 +13,8 @@ namespace starling::capi {
 // handle is freed meanwhile. Throws Error(kInvalidHandle) for a NULL, freed or unknown
 // handle.
 std::shared_ptr<const topology::Graph> TopologyFromHandle(starling_topology_t topo);
+// rank's in- (or out-) neighbors into ranks, following the list convention.
+void CopyNeighbors(const topology::Graph& graph, int rank, int* ranks, int capacity, int* count, bool in);
 // A new handle sharing `graph` (immutable, so sharing is safe).
 starling_topology_t TopologyToHandle(std::shared_ptr<const topology::Graph> graph);
 

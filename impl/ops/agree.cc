@@ -10,7 +10,7 @@ int DisseminationRounds(int n) {
   return rounds;
 }
 
-void Agree(runtime::Context& context, const Group& group, const Signature& signature, const std::string& what) {
+void Agree(runtime::Context& context, const Group& group, const Signature& signature, const LazyText& what) {
   Agreement agreement(context.rank(), signature);
   Exchange ex(context, transport::Channel::kCollective, what);
   for (int k = 0, d = 1; k < DisseminationRounds(group.size()); ++k, d <<= 1) {

@@ -17,7 +17,7 @@ namespace starling::ops {
 int DisseminationRounds(int n);
 
 // Header-only agreement; throws Error(kMismatch) on every member if any disagrees.
-void Agree(runtime::Context& context, const Group& group, const Signature& signature, const std::string& what);
+void Agree(runtime::Context& context, const Group& group, const Signature& signature, const LazyText& what);
 
 // Gathers every member's `bytes`-byte contribution (the same size everywhere, part of
 // the signature) by dissemination and returns them indexed by group position. The

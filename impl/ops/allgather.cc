@@ -46,7 +46,7 @@ class AllgatherOp : public runtime::Op {
     const int p = context.size();
     const int r = context.rank();
 
-    Exchange ex(context, transport::Channel::kCollective, Describe());
+    Exchange ex(context, transport::Channel::kCollective, Label());
     std::vector<Block> blocks = GatherMetadata(context, ex, sig);  // indexed by rank
 
     int64_t total = 0;

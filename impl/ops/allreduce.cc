@@ -26,7 +26,7 @@ void Finish(const TensorView& out, char* data, size_t numel, ReduceOp op, int n)
 }
 
 void GatherAndReduce(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
-                     ReduceOp op, const Signature& sig, const std::string& what) {
+                     ReduceOp op, const Signature& sig, const LazyText& what) {
   Exchange ex(context, transport::Channel::kCollective, what);
   // known[i] must survive `out` being overwritten: gather from a copy when in place.
   runtime::ScratchPool::Buffer own;
@@ -47,7 +47,7 @@ void GatherAndReduce(runtime::Context& context, const Group& group, const Tensor
 // out-of-place calls need no initial copy: every block of `out` is written by one of
 // the two phases.
 void Ring(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out, ReduceOp op,
-          const std::string& what) {
+          const LazyText& what) {
   const int n = group.size();
   const int me = group.index;
   const size_t elem = DTypeSize(out.dtype);
@@ -100,7 +100,7 @@ class AllreduceOp : public runtime::Op {
     Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = local_ ? OpKind::kLocalAllreduce : OpKind::kAllreduce;
-    RunAllreduce(context, local_ ? MachineGroup(context) : WorldGroup(context), in_, out_, op_, sig, Describe());
+    RunAllreduce(context, local_ ? MachineGroup(context) : WorldGroup(context), in_, out_, op_, sig, Label());
   }
 
  private:
@@ -113,7 +113,7 @@ class AllreduceOp : public runtime::Op {
 }  // namespace
 
 void RunAllreduce(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
-                  ReduceOp op, Signature sig, const std::string& what) {
+                  ReduceOp op, Signature sig, const LazyText& what) {
   sig.dtype = static_cast<uint8_t>(in.dtype);
   sig.reduce = static_cast<uint8_t>(op);
   sig.count = static_cast<int64_t>(in.numel);

@@ -12,7 +12,7 @@ class BarrierOp : public runtime::Op {
     Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = OpKind::kBarrier;
-    if (context.size() > 1) Agree(context, WorldGroup(context), sig, Describe());
+    if (context.size() > 1) Agree(context, WorldGroup(context), sig, Label());
   }
 };
 

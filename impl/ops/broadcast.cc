@@ -16,7 +16,7 @@ namespace {
 constexpr size_t kDisseminationMaxBytes = 64 << 10;
 
 void Disseminate(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
-                 const Signature& sig, const std::string& what) {
+                 const Signature& sig, const LazyText& what) {
   const int n = group.size();
   bool have = group.index == root_index;
   Agreement agreement(context.rank(), sig);
@@ -41,7 +41,7 @@ void Disseminate(runtime::Context& context, const Group& group, const TensorView
 }
 
 void Chain(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
-           const std::string& what) {
+           const LazyText& what) {
   const int n = group.size();
   const int position = (group.index - root_index + n) % n;
   const int next = position < n - 1 ? group.peer(1) : -1;
@@ -63,7 +63,7 @@ void Chain(runtime::Context& context, const Group& group, const TensorView& out,
 }
 
 void Binomial(runtime::Context& context, const Group& group, const TensorView& out, int root_index,
-              const std::string& what) {
+              const LazyText& what) {
   const int n = group.size();
   const int vrank = (group.index - root_index + n) % n;  // position in the tree
   auto member = [&](int v) { return group.ranks[static_cast<size_t>((v + root_index) % n)]; };
@@ -94,7 +94,7 @@ class BroadcastOp : public runtime::Op {
     Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = OpKind::kBroadcast;
-    RunBroadcast(context, WorldGroup(context), in_, out_, root_, sig, Describe());
+    RunBroadcast(context, WorldGroup(context), in_, out_, root_, sig, Label());
   }
 
  private:
@@ -106,7 +106,7 @@ class BroadcastOp : public runtime::Op {
 }  // namespace
 
 void RunBroadcast(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
-                  int root_index, Signature sig, const std::string& what) {
+                  int root_index, Signature sig, const LazyText& what) {
   sig.dtype = static_cast<uint8_t>(in.dtype);
   sig.count = static_cast<int64_t>(in.numel);
   sig.root = root_index;

@@ -32,10 +32,10 @@ std::unique_ptr<runtime::Op> MakeBarrier(const runtime::Context& context);
 // The algorithms themselves, for operations composed of several steps (hierarchical
 // averaging). `sig` carries the kind and sequence number; the rest is filled in.
 void RunAllreduce(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
-                  ReduceOp op, Signature sig, const std::string& what);
+                  ReduceOp op, Signature sig, const LazyText& what);
 // root_index: the root's position in the group.
 void RunBroadcast(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
-                  int root_index, Signature sig, const std::string& what);
+                  int root_index, Signature sig, const LazyText& what);
 
 // "allreduce 'name' (...)": shared formatting of op descriptions.
 std::string DescribeOp(const char* kind, const std::string& name, const std::string& details);

@@ -56,7 +56,7 @@ struct Exchange::Frame {
   bool done = false;
 };
 
-Exchange::Exchange(runtime::Context& context, transport::Channel channel, std::string what)
+Exchange::Exchange(runtime::Context& context, transport::Channel channel, LazyText what)
     : context_(context),
       transport_(context.transport()),
       channel_(channel),
@@ -173,7 +173,7 @@ bool Exchange::ProgressStream(Stream& s) {
     const size_t offset = s.delivered * s.chunk;
     const size_t length = std::min(s.chunk, s.bytes - offset);
     if (!s.is_send) {
-      STARLING_CHECK(completion.bytes == length, Code::kMismatch, what_, ": rank ", s.peer, " sent ",
+      STARLING_CHECK(completion.bytes == length, Code::kMismatch, what_(), ": rank ", s.peer, " sent ",
                      completion.bytes, " bytes where ", length, " were expected; ranks are out of step");
       if (s.on_chunk) {
         const char* data = s.dst ? s.dst + offset : s.slots[s.delivered % s.slots.size()].data();
@@ -203,21 +203,21 @@ bool Exchange::ProgressFrame(Frame& f) {
   Completion completion;
   if (!transport_.Test(f.ticket, &completion)) return false;
   f.header_done = true;
-  STARLING_CHECK(completion.bytes >= sizeof(Header), Code::kMismatch, what_, ": rank ", f.peer, " sent a ",
+  STARLING_CHECK(completion.bytes >= sizeof(Header), Code::kMismatch, what_(), ": rank ", f.peer, " sent a ",
                  completion.bytes, "-byte message where a header was expected; ranks are out of step");
   std::memcpy(&f.header, f.buffer.data(), sizeof(Header));
   const Header& h = f.header;
-  STARLING_CHECK(h.magic == kHeaderMagic, Code::kMismatch, what_, ": rank ", f.peer,
+  STARLING_CHECK(h.magic == kHeaderMagic, Code::kMismatch, what_(), ": rank ", f.peer,
                  " sent a message that is not a Starling header; ranks are out of step");
   if (h.flags & kFlagPayloadInline) {
-    STARLING_CHECK(completion.bytes == sizeof(Header) + h.payload_bytes, Code::kMismatch, what_,
+    STARLING_CHECK(completion.bytes == sizeof(Header) + h.payload_bytes, Code::kMismatch, what_(),
                    ": malformed message from rank ", f.peer);
     f.data = f.buffer.data() + sizeof(Header);
     f.done = true;
     --active_;
     return true;
   }
-  STARLING_CHECK(h.payload_bytes <= kMaxFramePayload && h.chunk >= 1, Code::kMismatch, what_,
+  STARLING_CHECK(h.payload_bytes <= kMaxFramePayload && h.chunk >= 1, Code::kMismatch, what_(),
                  ": malformed message from rank ", f.peer);
   f.payload = context_.scratch().Get(h.payload_bytes);
   f.data = f.payload.data();
@@ -260,7 +260,7 @@ void Exchange::Wait() {
     if ((idle & 63) == 0) {
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (next_warning > 0 && waited >= next_warning) {
-        STARLING_LOG_WARN(what_, " has waited ", static_cast<int>(waited), " s for ", PendingPeers(),
+        STARLING_LOG_WARN(what_(), " has waited ", static_cast<int>(waited), " s for ", PendingPeers(),
                           " (a rank may have skipped this call or be stuck before it)");
         next_warning += config.stall_warning_seconds;
       }

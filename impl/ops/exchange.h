@@ -30,7 +30,7 @@ using ChunkFn = std::function<void(const char* data, size_t offset, size_t lengt
 
 class Exchange {
  public:
-  Exchange(runtime::Context& context, transport::Channel channel, std::string what);
+  Exchange(runtime::Context& context, transport::Channel channel, LazyText what);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -84,7 +84,7 @@ class Exchange {
   runtime::Context& context_;
   transport::Transport& transport_;
   transport::Channel channel_;
-  std::string what_;
+  LazyText what_;
   size_t chunk_;
   size_t inline_;
   std::vector<std::unique_ptr<Frame>> frames_;

@@ -26,7 +26,7 @@ class HierarchicalOp : public runtime::Op {
     sig.seq = context.NextSequence();
     sig.kind = OpKind::kHierarchicalNeighborAllreduce;
     const Group machine = MachineGroup(context);
-    const std::string what = Describe();
+    const LazyText what = Label();
     sig.extra = 1;
     RunAllreduce(context, machine, in_, out_, ReduceOp::kSum, sig, what);  // out = machine sum
     if (machine.index == 0) {

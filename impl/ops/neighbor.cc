@@ -71,7 +71,8 @@ class NeighborAllreduceOp : public runtime::Op {
       seqs.push_back(context.NextSequence());
       outgoing.push_back(Outgoing{op->Info(seqs.back()), op->in_.data});
     }
-    const std::string what = ops.size() == 1 ? Describe() : Str(ops.size(), " fused neighbor_allreduce calls");
+    const size_t fused = ops.size();
+    const LazyText what = fused == 1 ? Label() : LazyText([fused] { return Str(fused, " fused neighbor_allreduce calls"); });
     if (plan_.check) CheckSendRecvMatch(context, plan_.send_ranks, plan_.recv_ranks, seqs[0], what);
     const auto received =
         NeighborExchange(context, plan_.send_ranks, plan_.send_weights, outgoing, plan_.recv_ranks, seqs, what);
@@ -137,9 +138,9 @@ class NeighborAllgatherOp : public runtime::Op {
     info.first_dim = in_.first_dim();
     info.bytes = gather_ ? in_.bytes : 0;
     info.shape_hash = TrailingShapeHash(in_) ^ (gather_ ? 0u : 0x80000000u);
-    if (plan_.check) CheckSendRecvMatch(context, plan_.send_ranks, plan_.recv_ranks, info.seq, Describe());
+    if (plan_.check) CheckSendRecvMatch(context, plan_.send_ranks, plan_.recv_ranks, info.seq, Label());
     const auto received = NeighborExchange(context, plan_.send_ranks, plan_.send_weights, {Outgoing{info, in_.data}},
-                                           plan_.recv_ranks, {info.seq}, Describe());
+                                           plan_.recv_ranks, {info.seq}, Label());
     int64_t total = 0;
     for (size_t s = 0; s < plan_.recv_ranks.size(); ++s) {
       const SegmentInfo& got = received[s][0].info;
@@ -191,7 +192,7 @@ std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, con
 }  // namespace
 
 void CheckSendRecvMatch(runtime::Context& context, const std::vector<int>& sends, const std::vector<int>& recvs,
-                        uint64_t seq, const std::string& what) {
+                        uint64_t seq, const LazyText& what) {
   const int p = context.size();
   std::vector<char> mine(2 * static_cast<size_t>(p), 0);
   for (int r : sends) mine[static_cast<size_t>(r)] = 1;
@@ -224,10 +225,6 @@ std::unique_ptr<runtime::Op> MakeNeighborAllreduce(const runtime::Context& conte
   CheckSameLayout(in, out, "in", "out");
   CheckInOut(in, out, "in", "out");
   return std::make_unique<NeighborAllreduceOp>(in, out, PlanFor(context, args), args.name);
-}
-
-int NeighborSourceCount(const runtime::Context& context, const NeighborArgs& args) {
-  return static_cast<int>(PlanFor(context, args)->recv_ranks.size());
 }
 
 std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& context, const TensorView& in,

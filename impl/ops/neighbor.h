@@ -18,8 +18,6 @@ std::unique_ptr<runtime::Op> MakeNeighborAllreduce(const runtime::Context& conte
 std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& context, const TensorView& in,
                                                    const TensorView* out, int64_t* first_dims,
                                                    const NeighborArgs& args);
-// Number of sources a neighbor_allgather with these args receives from.
-int NeighborSourceCount(const runtime::Context& context, const NeighborArgs& args);
 std::unique_ptr<runtime::Op> MakeHierarchicalNeighborAllreduce(const runtime::Context& context, const TensorView& in,
                                                                const TensorView& out, const NeighborArgs& args);
 std::unique_ptr<runtime::Op> MakePairGossip(const runtime::Context& context, const TensorView& in,
@@ -32,6 +30,6 @@ std::unique_ptr<runtime::Op> MakeSetTopology(const runtime::Context& context,
 // The collective check of dynamic mode: every rank contributes its send and receive
 // sets; throws Error(kMismatch) on every rank, naming pairs, if they do not match.
 void CheckSendRecvMatch(runtime::Context& context, const std::vector<int>& sends, const std::vector<int>& recvs,
-                        uint64_t seq, const std::string& what);
+                        uint64_t seq, const LazyText& what);
 
 }  // namespace starling::ops

@@ -53,14 +53,14 @@ void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& ou
 // Moves, for each source still missing segments, its stashed segments into `result`.
 // Returns true when every source has all of `seqs`.
 bool TakeFromMailbox(Mailbox& mailbox, const std::vector<int>& sources, const std::vector<uint64_t>& seqs,
-                     std::vector<std::vector<Segment>>& result, const std::string& what) {
+                     std::vector<std::vector<Segment>>& result, const LazyText& what) {
   bool complete = true;
   for (size_t s = 0; s < sources.size(); ++s) {
     std::deque<Segment>& stash = mailbox.from(sources[s]);
     while (result[s].size() < seqs.size() && !stash.empty()) {
       const uint64_t expected = seqs[result[s].size()];
       const Segment& front = stash.front();
-      STARLING_CHECK(front.info.seq == expected, Code::kMismatch, what, ": rank ", sources[s], " sent ",
+      STARLING_CHECK(front.info.seq == expected, Code::kMismatch, what(), ": rank ", sources[s], " sent ",
                      DescribeSegment(front.info), " where this rank expected data for operation #", expected,
                      front.info.seq < expected ? " (it sent data this rank never asked for: its destinations and "
                                                  "this rank's sources disagree)"
@@ -89,7 +89,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
                                                    const std::vector<double>& destination_weights,
                                                    const std::vector<Outgoing>& outgoing,
                                                    const std::vector<int>& sources,
-                                                   const std::vector<uint64_t>& seqs, const std::string& what) {
+                                                   const std::vector<uint64_t>& seqs, const LazyText& what) {
   Mailbox& mailbox = context.Extension<Mailbox>();
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
@@ -111,7 +111,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
       const Header& h = ex.header(frames[s]);
       STARLING_CHECK(h.sig.kind == OpKind::kNeighborAllreduce && h.sig.count >= 0 &&
                          h.payload_bytes >= static_cast<uint64_t>(h.sig.count) * sizeof(SegmentInfo),
-                     Code::kMismatch, what, ": rank ", sources[s], " sent ", DescribeSignature(h.sig),
+                     Code::kMismatch, what(), ": rank ", sources[s], " sent ", DescribeSignature(h.sig),
                      " where this rank expected neighbor data; ranks are calling different operations");
       const std::shared_ptr<runtime::ScratchPool::Buffer> frame_storage = ex.TakeFrameStorage(frames[s]);
       std::shared_ptr<runtime::ScratchPool::Buffer> storage = frame_storage;  // where the data lives

@@ -60,7 +60,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
                                                    const std::vector<double>& destination_weights,
                                                    const std::vector<Outgoing>& outgoing,
                                                    const std::vector<int>& sources,
-                                                   const std::vector<uint64_t>& seqs, const std::string& what);
+                                                   const std::vector<uint64_t>& seqs, const LazyText& what);
 
 // "neighbor_allreduce #7 (float32, 1024 elements)" for a table entry.
 std::string DescribeSegment(const SegmentInfo& info);

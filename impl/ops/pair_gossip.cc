@@ -27,7 +27,7 @@ class PairGossipOp : public runtime::Op {
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.numel);
     Agreement agreement(context.rank(), sig);
-    Exchange ex(context, transport::Channel::kPeer, Describe());
+    Exchange ex(context, transport::Channel::kPeer, Label());
     Header header;
     agreement.Stamp(&header);
     header.payload_bytes = in_.bytes;

@@ -46,7 +46,7 @@ class SetTopologyOp : public runtime::Op {
     sig.kind = OpKind::kSetTopology;
     sig.count = Fingerprint(*graph_, weighted_);
     sig.extra = machine_ ? 1 : 0;
-    Agree(context, WorldGroup(context), sig, Describe());
+    Agree(context, WorldGroup(context), sig, Label());
     auto state = std::make_shared<runtime::TopologyState>();
     state->graph = graph_;
     state->weighted = weighted_;

@@ -62,12 +62,9 @@ std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
 std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
   if (exec_mutex_.try_lock()) {
     std::shared_ptr<Request> request = op->request;
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      if (stopping_) {
-        exec_mutex_.unlock();
-        Fail(Code::kShutdown, op->Describe(), ": the context is being destroyed");
-      }
+    if (stopping_.load()) {
+      exec_mutex_.unlock();
+      Fail(Code::kShutdown, op->Describe(), ": the context is being destroyed");
     }
     RunQueued(nullptr);  // earlier submissions first
     RunOne(*op);
@@ -111,6 +108,7 @@ void Engine::SetBackgroundPoll(std::function<bool()> poll, double max_interval_s
 
 void Engine::RunQueued(const Request* until) {
   while (until == nullptr || !until->done()) {
+    if (queued_.load(std::memory_order_acquire) == 0) return;  // the common case, without the lock
     std::vector<std::unique_ptr<Op>> group;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);

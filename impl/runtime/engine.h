@@ -71,7 +71,7 @@ class Engine {
   std::condition_variable queue_cv_;
   std::deque<std::unique_ptr<Op>> queue_;  // guarded by queue_mutex_
   std::atomic<size_t> queued_{0};          // queue_.size(), readable without the lock
-  bool stopping_ = false;                  // guarded by queue_mutex_
+  std::atomic<bool> stopping_{false};      // written under queue_mutex_, read anywhere
   bool thread_sleeping_ = false;           // guarded by queue_mutex_
   std::function<bool()> poll_;             // guarded by queue_mutex_
   double poll_max_interval_ = 0;           // guarded by queue_mutex_

@@ -22,6 +22,10 @@ class Op {
   virtual void Run(Context& context) = 0;
   // "allreduce 'grad.w' (sum, float32[1024])", for messages and the timeline.
   virtual std::string Describe() const = 0;
+  // Describe(), evaluated only if a message needs it.
+  LazyText Label() const {
+    return [this] { return Describe(); };
+  }
   // The timeline lane: the description up to its details ("allreduce 'grad.w'").
   std::string TimelineLane() const {
     const std::string text = Describe();

@@ -23,7 +23,6 @@ class Timeline {
   void Instant(const std::string& lane, const std::string& name);
   void Begin(const std::string& lane, const std::string& name, const std::string& detail = "");
   void End(const std::string& lane);
-  const std::string& path() const { return path_; }
 
  private:
   int LaneId(const std::string& lane);  // mutex held

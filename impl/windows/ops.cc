@@ -48,7 +48,7 @@ class CreateOp : public runtime::Op {
     sig.count = static_cast<int64_t>(tensor_.numel);
     sig.root = NameHash(name_);
     sig.extra = exists ? 1 : 0;
-    ops::Agree(context, ops::WorldGroup(context), sig, Describe());
+    ops::Agree(context, ops::WorldGroup(context), sig, Label());
     STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
     std::shared_ptr<const runtime::TopologyState> topology = context.topology();
     const int rank = context.rank();
@@ -84,7 +84,7 @@ class FreeOp : public runtime::Op {
     sig.root = NameHash(window_->name());
     // Every rank's earlier operations on the window were acknowledged before it got
     // here, and the agreement keeps serving requests while it waits.
-    ops::Agree(context, ops::WorldGroup(context), sig, Describe());
+    ops::Agree(context, ops::WorldGroup(context), sig, Label());
     Registry& registry = context.Extension<Registry>();
     registry.Remove(window_->id());
     context.live_windows().fetch_sub(1);
@@ -129,9 +129,9 @@ class TransferOp : public runtime::Op {
 
  private:
   void Write(runtime::Context& context, bool with_p) {
-    ops::Exchange requests(context, Channel::kWindowRequest, Describe());
-    ops::Exchange data(context, Channel::kWindowData, Describe());
-    ops::Exchange replies(context, Channel::kWindowReply, Describe());
+    ops::Exchange requests(context, Channel::kWindowRequest, Label());
+    ops::Exchange data(context, Channel::kWindowData, Label());
+    ops::Exchange replies(context, Channel::kWindowReply, Label());
     const double p = with_p ? window_->p() : 0.0;
     std::vector<WindowRequest> sent(ranks_.size());
     std::vector<WindowReply> got(ranks_.size());
@@ -160,8 +160,8 @@ class TransferOp : public runtime::Op {
   }
 
   void Get(runtime::Context& context) {
-    ops::Exchange requests(context, Channel::kWindowRequest, Describe());
-    ops::Exchange replies(context, Channel::kWindowReply, Describe());
+    ops::Exchange requests(context, Channel::kWindowRequest, Label());
+    ops::Exchange replies(context, Channel::kWindowReply, Label());
     std::vector<WindowRequest> sent(ranks_.size());
     std::vector<WindowReply> got(ranks_.size());
     for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -210,8 +210,8 @@ class RemoteMutexOp : public runtime::Op {
     // One rank at a time, in ascending order, so two ranks locking overlapping sets
     // cannot deadlock.
     for (int rank : ranks_) {
-      ops::Exchange requests(context, Channel::kWindowRequest, Describe());
-      ops::Exchange replies(context, Channel::kWindowReply, Describe());
+      ops::Exchange requests(context, Channel::kWindowRequest, Label());
+      ops::Exchange replies(context, Channel::kWindowReply, Label());
       WindowRequest request;
       request.op = acquire_ ? WindowOp::kMutexAcquire : WindowOp::kMutexRelease;
       request.window_id = window_->id();

@@ -79,7 +79,7 @@ void Service::Stop(runtime::Context& context) {
 
 void Service::Reply(runtime::Context& context, int to, Code code, const std::string& message, const void* data,
                     size_t bytes) {
-  ops::Exchange ex(context, Channel::kWindowReply, "window reply");
+  ops::Exchange ex(context, Channel::kWindowReply, [] { return std::string("window reply"); });
   WindowReply reply;
   reply.code = static_cast<int32_t>(code);
   reply.bytes = data ? bytes : 0;
@@ -116,7 +116,7 @@ void Service::Handle(runtime::Context& context, const WindowRequest& request, in
     refusal = Str("unknown window operation ", static_cast<uint32_t>(request.op));
   }
 
-  ops::Exchange data(context, Channel::kWindowData, "window data");
+  ops::Exchange data(context, Channel::kWindowData, [] { return std::string("window data"); });
   Pending pending{request, sender, window, nullptr};
   if (writes && request.bytes > 0) {
     if (code == Code::kOk && request.op == WindowOp::kPut) {

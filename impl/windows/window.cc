@@ -164,11 +164,6 @@ bool Window::UnlockSlot(int rank, int holder) {
   return true;
 }
 
-bool Window::SlotFree(int rank) {
-  std::lock_guard<std::mutex> lock(slot_mutex_);
-  return slot_holder_[static_cast<size_t>(rank)] == kFree;
-}
-
 int Window::SlotHolder(int rank) {
   std::lock_guard<std::mutex> lock(slot_mutex_);
   return slot_holder_[static_cast<size_t>(rank)];

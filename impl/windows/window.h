@@ -66,7 +66,6 @@ class Window {
   bool TryLockSlot(int rank, int holder);
   // Releases slot `rank` held by `holder`; false if it was not held by it.
   bool UnlockSlot(int rank, int holder);
-  bool SlotFree(int rank);
   int SlotHolder(int rank);
   // Caller-thread acquire of this rank's own slots (waits for remote holders).
   void LockOwnSlots(const std::vector<int>& ranks);
