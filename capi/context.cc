@@ -89,7 +89,26 @@ STARLING_API starling_status_t starling_context_create(const starling_context_op
 
 STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx) {
   STARLING_API_BEGIN();
-  Contexts().Take(ctx)->Destroy();
+  // The handle stays valid until the teardown is over, so that another thread can still
+  // abort the context (destroy runs queued work, which a silent peer could block).
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  struct Remove {
+    starling_context_t handle;
+    ~Remove() {
+      try {
+        Contexts().Take(handle);
+      } catch (...) {
+        // Another thread's destroy removed it first.
+      }
+    }
+  } remove{ctx};
+  context->Destroy();
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_abort(starling_context_t ctx) {
+  STARLING_API_BEGIN();
+  Contexts().Get(ctx)->Abort();
   STARLING_API_END();
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capi/private/launch.h"
+#include "impl/runtime/wait_monitor.h"
 #include "impl/windows/ops.h"
 
 using namespace starling;
@@ -18,6 +19,26 @@ struct WindowEntry {
 HandleTable<WindowEntry, starling_window_t>& Windows() {
   static auto* table = new HandleTable<WindowEntry, starling_window_t>("window");
   return *table;
+}
+
+// For waits on this rank's own mutex slots (update with require_mutex, mutex_acquire
+// for_self): the holder is another rank (or another thread of this one). The wait
+// warns, times out, notices a gone holder and an abort like any other wait for peers.
+std::function<void(int)> SlotWaitCheck(runtime::Context& context, const WindowEntry& entry, const char* what) {
+  const std::string label = Str(what, " '", entry.window->name(), "'");
+  auto monitor = std::make_shared<runtime::WaitMonitor>(context, [label] { return label; });
+  return [monitor](int holder) {
+    monitor->Check([holder] {
+      runtime::Awaited awaited;
+      if (holder >= 0) {
+        awaited.ranks.insert(holder);
+        awaited.text = Str("rank ", holder, " (holds the mutex)");
+      } else {
+        awaited.text = "another thread of this rank (holds the mutex)";
+      }
+      return awaited;
+    });
+  };
 }
 
 
@@ -112,6 +133,12 @@ STARLING_API starling_status_t starling_window_create(starling_context_t ctx, DL
 STARLING_API starling_status_t starling_window_free(starling_window_t win) {
   STARLING_API_BEGIN();
   std::shared_ptr<WindowEntry> entry = Windows().Get(win);
+  if (entry->context->local_teardown()) {
+    // Aborted or a peer is gone: the collective free cannot happen. Release the handle;
+    // the window's memory goes with the context's destroy.
+    Windows().Take(win);
+    return STARLING_SUCCESS;
+  }
   RunBlocking(*entry->context, windows::MakeFree(*entry->context, entry->window));
   Windows().Take(win);
   STARLING_API_END();
@@ -174,7 +201,9 @@ STARLING_API starling_status_t starling_window_update(starling_window_t win,
                                                       const starling_window_update_args_t* args) {
   STARLING_API_BEGIN();
   std::shared_ptr<WindowEntry> entry = Windows().Get(win);
-  entry->window->Update(ParseUpdate(args, *entry->window), windows::AssociatedP(*entry->context));
+  entry->context->CheckUsable();
+  entry->window->Update(ParseUpdate(args, *entry->window), windows::AssociatedP(*entry->context),
+                        SlotWaitCheck(*entry->context, *entry, "window_update"));
   STARLING_API_END();
 }
 
@@ -188,7 +217,9 @@ STARLING_API starling_status_t starling_window_update_then_collect(starling_wind
   collect.weights.assign(collect.ranks.size(), 1.0);
   collect.reset = true;
   collect.require_mutex = require_mutex != 0;
-  entry->window->Update(collect, windows::AssociatedP(*entry->context));
+  entry->context->CheckUsable();
+  entry->window->Update(collect, windows::AssociatedP(*entry->context),
+                        SlotWaitCheck(*entry->context, *entry, "window_update_then_collect"));
   STARLING_API_END();
 }
 
@@ -219,7 +250,8 @@ static starling_status_t Mutex(starling_window_t win, const int* ranks, int coun
     const int size = entry->context->size();
     for (int r : list) STARLING_CHECK_ARG(r >= 0 && r < size, "rank ", r, " is out of range [0, ", size, ")");
     if (acquire) {
-      entry->window->LockOwnSlots(list);
+      entry->context->CheckUsable();
+      entry->window->LockOwnSlots(list, SlotWaitCheck(*entry->context, *entry, "window_mutex_acquire"));
     } else {
       entry->window->UnlockOwnSlots(list);
     }

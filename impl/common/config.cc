@@ -34,6 +34,8 @@ const std::vector<ConfigVar> kTable = {
      "a waiting thread busy-polls this long before sleeping (latency versus CPU use)"},
     {"STARLING_WINDOW_POLL_MICROSECONDS", nullptr, "200",
      "while windows exist, the idle progress thread sleeps at most this long between polls for incoming puts"},
+    {"STARLING_PEER_CHECK_SECONDS", nullptr, "0.5",
+     "once an operation has waited this long for peers (and again every as long), check whether ranks on this host are still alive (by pid): a dead one fails the operation with STARLING_ERR_PEER_FAILED naming it; 0 disables"},
 };
 
 const char* Lookup(const EnvLookup& lookup, const ConfigVar& var, const char** used_name) {
@@ -101,6 +103,7 @@ Config ParseConfig(const EnvLookup& lookup) {
       STARLING_CHECK_ARG(config.inline_bytes <= (size_t{1} << 24), used, "='", value, "' exceeds 16 MiB");
     } else if (name == "STARLING_SPIN_MICROSECONDS") config.spin_microseconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_WINDOW_POLL_MICROSECONDS") config.window_poll_microseconds = ParseNumber(used, value, 1);
+    else if (name == "STARLING_PEER_CHECK_SECONDS") config.peer_check_seconds = ParseNumber(used, value, 0);
   }
   return config;
 }

@@ -23,6 +23,7 @@ struct Config {
   size_t inline_bytes = 16u << 10;      // payloads up to this travel with their header
   double spin_microseconds = 50.0;      // busy-wait before sleeping
   double window_poll_microseconds = 200.0;  // longest sleep between window polls
+  double peer_check_seconds = 0.5;      // probe same-host peers after waiting this long; 0: never
 };
 
 struct ConfigVar {

@@ -27,6 +27,8 @@ enum class Code : int {
   kAlreadyExists = -10,
   kOutOfMemory = -11,
   kInternal = -12,
+  kAborted = -13,     // starling_context_abort was called
+  kPeerFailed = -14,  // a rank of the context is gone (killed, or exited without destroying)
 };
 
 class Error : public std::runtime_error {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "impl/common/logging.h"
+#include "impl/runtime/wait_monitor.h"
 
 namespace starling::ops {
 namespace {
@@ -244,35 +245,38 @@ bool Exchange::Progress() {
 }
 
 void Exchange::Wait() {
-  const Config& config = context_.config();
-  const auto start = Clock::now();
-  double next_warning = config.stall_warning_seconds;
+  runtime::WaitMonitor monitor(context_, what_);
+  auto awaited = [this] { return Awaited(); };
   int idle = 0;
-  while (active_ > 0) {
-    if (Progress()) {
-      idle = 0;
-      continue;
-    }
-    ++idle;
-    // Serve one-sided window requests while we wait: a peer may be waiting for us to
-    // acknowledge its put before it can reach this collective.
-    if ((idle & 15) == 0 && context_.ServiceBackground()) idle = 0;
-    if ((idle & 63) == 0) {
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (next_warning > 0 && waited >= next_warning) {
-        STARLING_LOG_WARN(what_(), " has waited ", static_cast<int>(waited), " s for ", PendingPeers(),
-                          " (a rank may have skipped this call or be stuck before it)");
-        next_warning += config.stall_warning_seconds;
+  try {
+    while (active_ > 0) {
+      monitor.CheckAborted();  // one relaxed load: an abort ends the wait within microseconds
+      bool progressed = false;
+      try {
+        progressed = Progress();
+      } catch (const Error& e) {
+        monitor.ExplainTransportFailure(e, awaited);  // a gone same-host peer: PEER_FAILED
+        throw;
       }
-      if (config.timeout_seconds > 0 && waited >= config.timeout_seconds) {
-        const std::string pending = PendingPeers();
-        Abandon();
-        Fail(Code::kTimeout, "timed out after ", config.timeout_seconds, " s waiting for ", pending,
-             " (STARLING_TIMEOUT_SECONDS)");
+      if (progressed) {
+        idle = 0;
+        continue;
       }
+      ++idle;
+      // Serve one-sided window requests while we wait: a peer may be waiting for us to
+      // acknowledge its put before it can reach this collective.
+      if ((idle & 15) == 0 && context_.ServiceBackground()) idle = 0;
+      // Stall warning, timeout, peer failure: checked every 64 idle polls.
+      if ((idle & 63) == 0) monitor.Check(awaited);
+      // On an oversubscribed machine the peer we wait for may need this core.
+      if (idle > kSpinsBeforeYield) sched_yield();
     }
-    // On an oversubscribed machine the peer we wait for may need this core.
-    if (idle > kSpinsBeforeYield) sched_yield();
+  } catch (const Error& e) {
+    if (active_ > 0 && Abandon()) {
+      throw Error(e.code(), Str(e.what(), "; a receive already under way could not be withdrawn: keep this "
+                                          "operation's output tensor allocated (MPI may still write it)"));
+    }
+    throw;
   }
 }
 
@@ -283,7 +287,7 @@ void Exchange::Clear() {
   sends_.clear();
 }
 
-std::string Exchange::PendingPeers() const {
+runtime::Awaited Exchange::Awaited() const {
   std::set<int> receiving, sending;
   for (const auto& f : frames_)
     if (!f->done) receiving.insert(f->peer);
@@ -299,26 +303,52 @@ std::string Exchange::PendingPeers() const {
   };
   if (!receiving.empty()) text += Str("rank(s) ", list(receiving), " (not heard from)");
   if (!sending.empty()) text += Str(text.empty() ? "" : " and ", "rank(s) ", list(sending), " (not receiving)");
-  return text.empty() ? "nothing" : text;
+  runtime::Awaited awaited;
+  awaited.ranks = receiving;
+  awaited.ranks.insert(sending.begin(), sending.end());
+  awaited.text = text.empty() ? "nothing" : text;
+  return awaited;
 }
 
-void Exchange::Abandon() {
-  // Receives are withdrawn. Sends cannot be: their packed buffers are leaked on purpose
-  // so MPI never reads freed memory. This only happens after a timeout, when the
-  // context is marked unusable anyway.
+bool Exchange::Abandon() {
+  // Receives are withdrawn; one whose message is already arriving gets a short grace
+  // period (its sender may be dead: never an unbounded MPI_Wait). Sends cannot be
+  // withdrawn: their packed buffers are leaked on purpose so MPI never reads freed
+  // memory. This only happens after a failure (timeout, abort, dead peer), when the
+  // context is unusable anyway.
+  using Outcome = transport::Transport::CancelOutcome;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+  auto remaining = [&] { return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count()); };
+  bool scratch_pending = false;
+  bool user_pending = false;
   for (auto& f : frames_) {
-    if (f->ticket.active) transport_.CancelRecv(f->ticket);
+    if (f->ticket.active && transport_.CancelRecvWithin(f->ticket, remaining()) == Outcome::kPending)
+      scratch_pending = true;
   }
   for (auto& s : streams_) {
     if (s->is_send) continue;
     for (auto& t : s->tickets) {
-      if (t.active) transport_.CancelRecv(t);
+      if (t.active && transport_.CancelRecvWithin(t, remaining()) == Outcome::kPending) {
+        // Frame payloads and rotating slots are scratch; RecvRaw targets are the caller's.
+        bool scratch = s->dst == nullptr;
+        for (const auto& f : frames_)
+          if (f->payload_stream == s.get()) scratch = true;
+        (scratch ? scratch_pending : user_pending) = true;
+      }
     }
   }
   for (auto& send : sends_) {
     if (send->ticket.active) new runtime::ScratchPool::Buffer(std::move(send->buffer));
   }
+  if (scratch_pending) {
+    // MPI may still write into these buffers: leak them with their owners.
+    new std::vector<std::unique_ptr<Frame>>(std::move(frames_));
+    new std::vector<std::unique_ptr<Stream>>(std::move(streams_));
+    frames_.clear();
+    streams_.clear();
+  }
   active_ = 0;
+  return user_pending;
 }
 
 }  // namespace starling::ops

@@ -13,6 +13,7 @@
 
 #include "impl/ops/wire.h"
 #include "impl/runtime/context.h"
+#include "impl/runtime/wait_monitor.h"
 #include "impl/transport/transport.h"
 
 namespace starling::ops {
@@ -58,7 +59,10 @@ class Exchange {
   void RecvStream(int peer, size_t bytes, ChunkFn on_chunk);
 
   // Blocks until everything posted has completed. Throws Error(kTimeout) after
-  // STARLING_TIMEOUT_SECONDS, Error(kMismatch) on a malformed or oversized message.
+  // STARLING_TIMEOUT_SECONDS, Error(kMismatch) on a malformed or oversized message,
+  // Error(kAborted) once the context is aborted, Error(kPeerFailed) when an awaited
+  // rank of this host is gone or another rank reported a gone peer. Everything posted
+  // is withdrawn before it throws.
   void Wait();
   // Forgets completed frames and streams so the object can serve the next round.
   void Clear();
@@ -77,9 +81,12 @@ class Exchange {
   void PostChunks(Stream& stream);
   Stream& AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes, size_t chunk,
                     ChunkFn on_chunk);
-  std::string PendingPeers() const;
+  // The peers still to be heard from / to receive, for the wait monitor.
+  runtime::Awaited Awaited() const;
   void CountSend(size_t bytes);
-  void Abandon();
+  // Withdraws everything posted (after a failure). True if a receive into the caller's
+  // memory could not be withdrawn.
+  bool Abandon();
 
   runtime::Context& context_;
   transport::Transport& transport_;

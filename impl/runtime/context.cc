@@ -2,6 +2,9 @@
 
 #include "impl/common/logging.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
 namespace starling::runtime {
@@ -35,10 +38,15 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->topology_ = std::move(initial);
     if (!context->config_.timeline_prefix.empty())
       context->timeline_ = std::make_unique<Timeline>(context->config_.timeline_prefix, context->rank_);
+    context->PostNoticeReceive();
     context->engine_ = std::make_unique<Engine>(*context);
     context->engine_->Start();
   } catch (...) {
     context->timeline_.reset();
+    {
+      std::lock_guard<std::mutex> lock(context->notice_mutex_);
+      context->WithdrawNoticeReceive();
+    }
     context->transport_.reset();
     context->holds_mpi_ = false;
     transport::MpiLifetime::Release();
@@ -72,10 +80,19 @@ void Context::Destroy() {
     std::lock_guard<std::mutex> lock(extensions_mutex_);
     extensions_.clear();
   }
-  transport_.reset();
+  {
+    // Under the notice lock: a thread polling for notices must not see a dead transport.
+    std::lock_guard<std::mutex> lock(notice_mutex_);
+    WithdrawNoticeReceive();
+    transport_.reset();
+  }
   if (holds_mpi_) {
     holds_mpi_ = false;
-    transport::MpiLifetime::Release();
+    // After an abort or a peer failure, never finalize: MPI_Finalize waits for every rank.
+    std::set<int> everyone;
+    for (int r = 0; r < size_; ++r) everyone.insert(r);
+    const bool local = local_teardown() || (config_.peer_check_seconds > 0 && !ProbePeers(everyone).empty());
+    transport::MpiLifetime::Release(/*may_finalize=*/!local);
   }
 }
 
@@ -114,6 +131,7 @@ void Context::SetBackgroundService(std::function<bool()> service, std::function<
 }
 
 bool Context::ServiceBackground() {
+  if (aborted()) return false;  // an aborted rank no longer answers its peers
   bool expected = false;
   if (!background_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
   struct Release {
@@ -123,18 +141,132 @@ bool Context::ServiceBackground() {
   return background_ ? background_() : false;
 }
 
-void Context::MarkBroken(const std::string& reason) {
+void Context::MarkBroken(const std::string& reason, Code code) {
   std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (code == Code::kPeerFailed) peer_failed_.store(true, std::memory_order_release);
   if (broken_.load()) return;
   broken_reason_ = reason;
-  broken_.store(true);
+  broken_code_ = code;
+  broken_.store(true, std::memory_order_release);
 }
 
 void Context::CheckUsable() const {
+  if (aborted()) {
+    Fail(Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
+  }
   if (!broken_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(broken_mutex_);
-  Fail(Code::kTransport, "the context is unusable after an earlier failure (", broken_reason_,
-       "); destroy it");
+  Fail(broken_code_, "the context is unusable after an earlier failure (", broken_reason_, "); destroy it");
+}
+
+void Context::Abort() {
+  if (aborted_.exchange(true)) return;
+  STARLING_LOG_INFO("context aborted (starling_context_abort)");
+  if (engine_) engine_->Abort();
+}
+
+std::string Context::DescribeRank(int rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= layout_.processes.size()) return Str("rank ", rank);
+  return Str("rank ", rank, " (", DescribeProcess(layout_.processes[static_cast<size_t>(rank)]), ")");
+}
+
+std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* gone_out) const {
+  const auto& processes = layout_.processes;
+  if (processes.size() != static_cast<size_t>(size_)) return {};
+  const ProcessIdentity& self = processes[static_cast<size_t>(rank_)];
+  std::vector<int> gone;
+  for (int r : ranks) {
+    if (r == rank_ || r < 0 || r >= size_) continue;
+    const ProcessIdentity& peer = processes[static_cast<size_t>(r)];
+    if (ProbeableFrom(self, peer) && Probe(peer) == ProcessState::kGone) gone.push_back(r);
+  }
+  if (gone_out) *gone_out = gone;
+  if (gone.empty()) return {};
+  std::string names;
+  for (size_t i = 0; i < gone.size(); ++i)
+    names += Str(i == 0 ? "" : i + 1 == gone.size() ? " and " : ", ", DescribeRank(gone[i]));
+  return Str(names, gone.size() == 1 ? " is" : " are",
+             " gone (killed, crashed or exited without destroying its context)");
+}
+
+namespace {
+constexpr uint32_t kNoticeMagic = 0x53464149;  // "SFAI"
+}  // namespace
+
+void Context::PostNoticeReceive() {
+  std::lock_guard<std::mutex> lock(notice_mutex_);
+  notice_in_ = std::make_unique<Notice>();
+  notice_ticket_ = transport_->Irecv(transport::Channel::kControl, transport::kAnySource, notice_in_.get(),
+                                     sizeof(Notice));
+}
+
+void Context::WithdrawNoticeReceive() {  // notice_mutex_ held
+  if (!transport_ || !notice_ticket_.active) return;
+  if (transport_->CancelRecvWithin(notice_ticket_, 0.1) == transport::Transport::CancelOutcome::kPending) {
+    notice_in_.release();  // MPI may still write it: leaked on purpose
+    notice_ticket_.active = false;
+  }
+}
+
+void Context::NotifyPeerFailure(const std::string& message, const std::vector<int>& gone) {
+  std::lock_guard<std::mutex> lock(notice_mutex_);
+  if (notified_.exchange(true) || !transport_) return;
+  // Leaked on purpose: sends to dead or stuck ranks may never complete, so MPI may
+  // read the buffer at any later time. At most one small notice per context.
+  auto* notice = new Notice();
+  notice->magic = kNoticeMagic;
+  notice->reporter = rank_;
+  std::snprintf(notice->text, sizeof notice->text, "%s", message.c_str());
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || std::find(gone.begin(), gone.end(), r) != gone.end()) continue;
+    try {
+      transport_->Isend(transport::Channel::kControl, r, notice, sizeof(Notice));  // never waited for
+    } catch (const Error&) {
+      // Best effort: the others still have their own probes and timeouts.
+    }
+  }
+}
+
+std::string Context::PollFailureNotice() {
+  std::unique_lock<std::mutex> lock(notice_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !transport_ || !notice_ticket_.active) return {};
+  transport::Completion completion;
+  try {
+    if (!transport_->Test(notice_ticket_, &completion)) return {};
+  } catch (const Error&) {
+    return {};
+  }
+  const Notice& n = *notice_in_;
+  if (completion.bytes != sizeof(Notice) || n.magic != kNoticeMagic) return {};
+  notified_.store(true);  // the reporter told everyone already
+  const std::string text(n.text, strnlen(n.text, sizeof n.text));
+  return Str(text, " (reported by ", DescribeRank(n.reporter), ")");
+}
+
+std::string Context::PeerNotes(const std::set<int>& awaited) const {
+  const auto& processes = layout_.processes;
+  if (processes.size() != static_cast<size_t>(size_)) return {};
+  const ProcessIdentity& self = processes[static_cast<size_t>(rank_)];
+  std::string notes;
+  for (int r : awaited) {
+    if (r == rank_ || r < 0 || r >= size_) continue;
+    const ProcessIdentity& peer = processes[static_cast<size_t>(r)];
+    if (!ProbeableFrom(self, peer)) continue;
+    switch (Probe(peer)) {
+      case ProcessState::kStopped:
+        notes += Str("; ", DescribeRank(r), " is stopped (SIGSTOP or a debugger; SIGCONT resumes it)");
+        break;
+      case ProcessState::kRunning:
+        notes += Str("; ", DescribeRank(r), " is running (busy outside Starling, or blocked before this call)");
+        break;
+      case ProcessState::kGone:
+        notes += Str("; ", DescribeRank(r), " is gone");
+        break;
+      case ProcessState::kUnknown:
+        break;
+    }
+  }
+  return notes;
 }
 
 }  // namespace starling::runtime

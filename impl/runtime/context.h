@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <typeindex>
 #include <unordered_map>
@@ -104,10 +105,39 @@ class Context {
     return *static_cast<T*>(slot.get());
   }
 
-  // After a timeout or transport failure, every later operation fails fast with the
-  // original reason instead of hanging.
-  void MarkBroken(const std::string& reason);
+  // After a timeout or transport failure (code kTransport) or a peer failure (code
+  // kPeerFailed), every later operation fails fast with the original reason instead of
+  // hanging. The first reason sticks.
+  void MarkBroken(const std::string& reason, Code code = Code::kTransport);
+  // Throws the context's error: kAborted after Abort(), else the broken reason.
   void CheckUsable() const;
+
+  // starling_context_abort: any thread, any time. Queued operations complete with
+  // kAborted at once, the running one within milliseconds (every wait loop checks
+  // aborted()), later ones fail; the window service stops answering.
+  void Abort();
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+  // True once destroy must stay local: aborted, or a peer is known to be gone.
+  bool local_teardown() const { return aborted() || peer_failed_.load(std::memory_order_acquire); }
+
+  // --- peer failure detection (wait loops; any thread) ---
+  // Probes the processes of the given ranks that run on this host (see
+  // common/process.h). Returns "" if all are alive, else a message naming the gone
+  // ones ("rank 2 (pid 1234 on host vm) is gone (...)"); their ranks go to *gone.
+  // Only awaited ranks are probed by waits: a rank that finished its part and exited
+  // is not a failure for a wait that does not need it.
+  std::string ProbePeers(const std::set<int>& ranks, std::vector<int>* gone = nullptr) const;
+  // Tells every other rank (except `gone`) that a peer is gone, so that ranks waiting
+  // for a survivor that stopped at this failure fail too, naming the gone rank. Sent
+  // once per context, on its own channel; nothing waits for delivery.
+  void NotifyPeerFailure(const std::string& message, const std::vector<int>& gone);
+  // A failure notice from another rank, or "" (tests a posted receive; any thread).
+  std::string PollFailureNotice();
+  // For stall warnings and timeouts: the state of each awaited rank on this host
+  // ("; rank 1 (pid 42 on host vm) is stopped (...)"), or "".
+  std::string PeerNotes(const std::set<int>& awaited) const;
+  // "rank 3 (pid 42 on host vm)", or "rank 3" when its identity is unknown.
+  std::string DescribeRank(int rank) const;
 
  private:
   Context() = default;
@@ -137,9 +167,25 @@ class Context {
   std::mutex extensions_mutex_;
   std::unordered_map<std::type_index, std::shared_ptr<void>> extensions_;
 
+  // Failure notices (channel kControl): one receive from any rank stays posted.
+  struct Notice {
+    uint32_t magic = 0;
+    int32_t reporter = -1;
+    char text[504] = {};
+  };
+  void PostNoticeReceive();
+  void WithdrawNoticeReceive();  // notice_mutex_ held
+  std::mutex notice_mutex_;
+  std::unique_ptr<Notice> notice_in_;
+  transport::Ticket notice_ticket_;  // guarded by notice_mutex_
+  std::atomic<bool> notified_{false};
+
   std::atomic<bool> broken_{false};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> peer_failed_{false};
   mutable std::mutex broken_mutex_;
   std::string broken_reason_;
+  Code broken_code_ = Code::kTransport;
 };
 
 }  // namespace starling::runtime

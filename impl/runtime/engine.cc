@@ -41,6 +41,24 @@ void Engine::Stop() {
   }
   queue_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A caller may still be running an operation on its own thread (Execute or Wait);
+  // the context's resources must outlive it.
+  std::lock_guard<std::mutex> wait_for_executor(exec_mutex_);
+}
+
+void Engine::Abort() {
+  std::deque<std::unique_ptr<Op>> drained;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    drained.swap(queue_);
+    queued_.store(0, std::memory_order_release);
+  }
+  queue_cv_.notify_all();
+  for (auto& op : drained) {
+    context_.stats().operations.fetch_add(1, std::memory_order_relaxed);
+    op->request->Complete(Code::kAborted,
+                          Str(op->Describe(), ": aborted before it ran (starling_context_abort)"));
+  }
 }
 
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
@@ -50,6 +68,8 @@ std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     STARLING_CHECK(!stopping_, Code::kShutdown, op->Describe(), ": the context is being destroyed");
+    STARLING_CHECK(!context_.aborted(), Code::kAborted, op->Describe(),
+                   ": the context was aborted (starling_context_abort); destroy it");
     queue_.push_back(std::move(op));
     queued_.fetch_add(1, std::memory_order_release);
     last_submit_ns_.store(NowNs(), std::memory_order_relaxed);
@@ -207,6 +227,7 @@ void Engine::Complete(Op& op, Code code, std::string message) {
   stats.operations.fetch_add(1, std::memory_order_relaxed);
   stats.scratch_bytes.store(context_.scratch().bytes_held(), std::memory_order_relaxed);
   if (code == Code::kTimeout || code == Code::kTransport) context_.MarkBroken(message);
+  if (code == Code::kPeerFailed) context_.MarkBroken(message, Code::kPeerFailed);
   if (code != Code::kOk) STARLING_LOG(LogLevel::kError, message);
   op.request->Complete(code, std::move(message));
 }
@@ -270,7 +291,7 @@ void Engine::ThreadMain() {
       std::this_thread::yield();
     // Window requests are served without the execution lock: the application's own
     // operations are never held up by it.
-    if (poll) {
+    if (poll && !context_.aborted()) {
       try {
         if (poll()) interval = kMinPollInterval;
       } catch (const std::exception& e) {

@@ -31,11 +31,17 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   void Start();
-  // Drains the queue (every submitted operation runs) and joins the progress thread.
-  // Later submissions fail with Code::kShutdown.
+  // Drains the queue (every submitted operation runs) and joins the progress thread,
+  // then waits for a caller still executing an operation. Later submissions fail with
+  // Code::kShutdown.
   void Stop();
+  // Context::Abort: completes every queued operation with kAborted now and wakes the
+  // progress thread; the running operation fails in its wait loop. Later submissions
+  // fail with kAborted. Any thread.
+  void Abort();
 
-  // Queues `op` and returns its request. Throws Error(kShutdown) after Stop().
+  // Queues `op` and returns its request. Throws Error(kShutdown) after Stop(),
+  // Error(kAborted) after Abort().
   std::shared_ptr<Request> Submit(std::unique_ptr<Op> op);
   // Runs `op` and returns its finished request: on this thread when nothing else is
   // executing (after any queued operations, to keep the order), else via the queue.

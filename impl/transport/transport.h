@@ -17,8 +17,9 @@ enum class Channel : int {
   kWindowRequest = 2,  // one-sided window requests (received from any source)
   kWindowData = 3,     // payloads that follow a window request
   kWindowReply = 4,    // acknowledgements and get replies
+  kControl = 5,        // failure notices (a rank tells the others that a peer is gone)
 };
-constexpr int kNumChannels = 5;
+constexpr int kNumChannels = 6;
 constexpr int kAnySource = -1;
 
 // A posted send or receive. Opaque storage for the transport's own request handle.
@@ -47,6 +48,12 @@ class Transport {
   // Withdraws a posted receive. Returns true if it was withdrawn before a message
   // matched it; false if it completed (it is then inactive either way).
   virtual bool CancelRecv(Ticket& ticket) = 0;
+  // Withdraws a posted receive without waiting longer than max_seconds for a message
+  // that is already arriving (whose sender may be dead). kPending: the receive could
+  // not be withdrawn in time; the ticket stays active and its buffer must stay valid
+  // (the caller leaks it).
+  enum class CancelOutcome { kCancelled, kCompleted, kPending };
+  virtual CancelOutcome CancelRecvWithin(Ticket& ticket, double max_seconds) = 0;
 };
 
 }  // namespace starling::transport

@@ -1,6 +1,7 @@
 #include "impl/windows/window.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "impl/ops/reduce.h"
@@ -66,7 +67,7 @@ void Window::Snapshot(void* dst) {
   if (tensor_.bytes > 0) std::memcpy(dst, tensor_.data, tensor_.bytes);
 }
 
-void Window::Update(const UpdateWeights& args, bool with_p) {
+void Window::Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check) {
   // Which buffers take part, with which weights.
   std::vector<int> slots;
   std::vector<double> weights;
@@ -94,7 +95,7 @@ void Window::Update(const UpdateWeights& args, bool with_p) {
   }
   std::vector<int> used_ranks;
   for (int slot : slots) used_ranks.push_back(in_[static_cast<size_t>(slot)]);
-  if (args.require_mutex) LockOwnSlots(used_ranks);
+  if (args.require_mutex) LockOwnSlots(used_ranks, wait_check);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<const void*> inputs;
@@ -169,14 +170,34 @@ int Window::SlotHolder(int rank) {
   return slot_holder_[static_cast<size_t>(rank)];
 }
 
-void Window::LockOwnSlots(const std::vector<int>& ranks) {
+void Window::LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check) {
   std::vector<int> sorted = ranks;  // a fixed order avoids lock-order deadlocks
   std::sort(sorted.begin(), sorted.end());
   std::unique_lock<std::mutex> lock(slot_mutex_);
+  std::vector<int> taken;
   for (int r : sorted) {
     int& slot = slot_holder_[static_cast<size_t>(r)];
-    slot_cv_.wait(lock, [&slot] { return slot == kFree; });
+    while (slot != kFree) {
+      if (!wait_check) {
+        slot_cv_.wait(lock, [&slot] { return slot == kFree; });
+        break;
+      }
+      if (slot_cv_.wait_for(lock, std::chrono::milliseconds(10), [&slot] { return slot == kFree; })) break;
+      const int holder = slot;
+      lock.unlock();
+      try {
+        wait_check(holder);
+      } catch (...) {
+        lock.lock();
+        for (int t : taken) slot_holder_[static_cast<size_t>(t)] = kFree;
+        lock.unlock();
+        slot_cv_.notify_all();
+        throw;
+      }
+      lock.lock();
+    }
     slot = kSelf;
+    taken.push_back(r);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,7 +54,8 @@ class Window {
   // --- local operations (caller thread) ---
   // tensor = self_weight * tensor + sum w_r buffer_r (see starling_window_update);
   // with_p: p is combined with the same weights.
-  void Update(const UpdateWeights& args, bool with_p);
+  // `wait_check`: see LockOwnSlots.
+  void Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check = nullptr);
   std::vector<int64_t> Versions();
   double p();
   void set_p(double p);
@@ -67,8 +69,11 @@ class Window {
   // Releases slot `rank` held by `holder`; false if it was not held by it.
   bool UnlockSlot(int rank, int holder);
   int SlotHolder(int rank);
-  // Caller-thread acquire of this rank's own slots (waits for remote holders).
-  void LockOwnSlots(const std::vector<int>& ranks);
+  // Caller-thread acquire of this rank's own slots (waits for remote holders). While
+  // it waits, `wait_check` (optional) runs every 10 ms with the holder (a rank, or
+  // kSelf) and may throw to give up (abort, dead holder, timeout); slots taken so far
+  // are then released.
+  void LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check = nullptr);
   void UnlockOwnSlots(const std::vector<int>& ranks);
 
  private:

@@ -30,6 +30,10 @@
  *   with bad arguments fails immediately and leaves no request behind.
  * - Thread safety: all functions may be called from any thread. Operations on one
  *   context are executed one at a time in the order they were submitted.
+ * - Failures of the job (see "Reliability" below starling_context_abort): every call
+ *   that communicates can also return STARLING_ERR_ABORTED (the context was aborted)
+ *   and STARLING_ERR_PEER_FAILED (a rank of the context is gone; the message names it),
+ *   besides STARLING_ERR_TIMEOUT and STARLING_ERR_TRANSPORT listed per function.
  */
 #ifndef STARLING_STARLING_H_
 #define STARLING_STARLING_H_
@@ -76,7 +80,9 @@ enum starling_status_code {
   STARLING_ERR_NOT_FOUND = -9,           /* no such name (windows) */
   STARLING_ERR_ALREADY_EXISTS = -10,     /* name already taken (windows) */
   STARLING_ERR_OUT_OF_MEMORY = -11,
-  STARLING_ERR_INTERNAL = -12            /* a bug in Starling: please report it */
+  STARLING_ERR_INTERNAL = -12,           /* a bug in Starling: please report it */
+  STARLING_ERR_ABORTED = -13,            /* starling_context_abort was called on the context */
+  STARLING_ERR_PEER_FAILED = -14         /* a rank of the context is gone (killed or exited) */
 };
 
 /* The library's version as STARLING_VERSION(M, m, p). Compare with
@@ -144,8 +150,58 @@ STARLING_API starling_status_t starling_context_create(const starling_context_op
 /* Destroys a context: operations already submitted run to completion (their requests
  * stay valid and can still be waited on and freed); later submissions fail with
  * STARLING_ERR_SHUTDOWN; the progress thread is joined.
- * Collective. Errors: INVALID_HANDLE. */
+ * After starling_context_abort, or once an operation failed with
+ * STARLING_ERR_PEER_FAILED, destroy is LOCAL: it never communicates and never waits for
+ * peers (queued operations fail at once with the context's error), it frees this
+ * process's resources, and it does not finalize MPI even if Starling initialized it
+ * (Open MPI's MPI_Finalize waits for every rank): MPI stays initialized until the
+ * process exits. Destroy also waits for a call still running on another thread to
+ * return (after an abort that takes milliseconds).
+ * Collective (local after an abort or a peer failure). Errors: INVALID_HANDLE. */
 STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx);
+
+/* Aborts a context, like NCCL's ncclCommAbort. Callable from any thread at any time,
+ * also while other threads are blocked inside Starling calls on this context.
+ * - Every operation in flight or queued fails within milliseconds with
+ *   STARLING_ERR_ABORTED: blocking calls on other threads return it, requests complete
+ *   with it (wait/test return it; free them as usual).
+ * - Every later call on the context that communicates fails at once with
+ *   STARLING_ERR_ABORTED (nonblocking calls fail at the call: no request is returned),
+ *   and so does starling_window_update (its mutex wait could depend on peers).
+ *   Layout queries, starling_get_stats and the timeline calls still work.
+ *   starling_window_free releases the window's handle locally and returns SUCCESS.
+ * - This rank stops answering peers' one-sided window requests.
+ * - Abort is local: peers are not told. They see this rank as silent (stall warning,
+ *   STARLING_TIMEOUT_SECONDS), or, once this process is gone, STARLING_ERR_PEER_FAILED.
+ * - Then call starling_context_destroy, which is local (see above).
+ * - Memory: input and output tensors of operations that were in flight may be left
+ *   partly written. Receives that had not begun are withdrawn; if a large message was
+ *   already arriving, the error message of that operation says so, and its output
+ *   tensor must stay allocated until the process exits (MPI may still write it).
+ * Idempotent: aborting twice is not an error. Local, no communication.
+ * Errors: INVALID_HANDLE (NULL, or already destroyed). */
+STARLING_API starling_status_t starling_context_abort(starling_context_t ctx);
+
+/* Reliability: what a rank sees when another rank fails.
+ * - A rank that dies (SIGKILL, crash, or exit without destroying its context): a
+ *   pending operation that waits for it fails with STARLING_ERR_PEER_FAILED and a
+ *   message such as "rank 2 (pid 1234 on host node1) is gone (killed or exited)",
+ *   STARLING_PEER_CHECK_SECONDS (default 0.5 s) after it started waiting, plus at most
+ *   the same again; the context is then marked failed and every later call fails at
+ *   once with the same status and message. Detection compares the peer's process
+ *   identity (pid, start time) through /proc, so it covers ranks on the SAME host
+ *   (same boot and pid namespace); while waiting, every same-host rank of the context
+ *   is checked, not only the awaited ones, so ranks that wait for a survivor fail too.
+ *   Ranks on other hosts are not probed: their death is handled by the launcher
+ *   (mpirun/starlingrun end the whole job when a rank is killed) and by
+ *   STARLING_TIMEOUT_SECONDS. When MPI itself reports a failure while a same-host peer
+ *   is gone, the error is PEER_FAILED naming that peer instead of TRANSPORT.
+ * - A rank that stops responding (SIGSTOP, an endless loop in the application): the
+ *   stall warning (STARLING_STALL_WARNING_SECONDS, logging at warn) names it and says
+ *   whether it is "stopped" (state T, e.g. SIGSTOP or a debugger) or "running" (busy
+ *   outside Starling); with STARLING_TIMEOUT_SECONDS the operation fails with
+ *   STARLING_ERR_TIMEOUT naming it (and its state). After a TIMEOUT, destroy is still
+ *   collective unless starling_context_abort is called first. */
 
 /* Layout queries. Local, no communication. "Machines" are groups of ranks on one host
  * (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
@@ -562,7 +618,9 @@ STARLING_API starling_status_t starling_window_create(starling_context_t ctx, DL
                                                       const char* name, int zero_init,
                                                       starling_window_t* out);
 /* Frees the window after every rank's earlier operations on it finished. Collective.
- * The handle is invalid afterwards. */
+ * The handle is invalid afterwards. After starling_context_abort or a peer failure it
+ * is local: the handle is released and SUCCESS returned (the memory goes with the
+ * context's destroy). */
 STARLING_API starling_status_t starling_window_free(starling_window_t win);
 /* The handle of the window called `name`. Errors: NOT_FOUND. */
 STARLING_API starling_status_t starling_window_lookup(starling_context_t ctx, const char* name,
@@ -631,11 +689,13 @@ typedef struct starling_window_update_args {
 
 /* tensor = self_weight * tensor + sum_r w_r * buffer_r, in place on the window's
  * tensor; versions are reset to 0. Local: no communication, runs on the calling
- * thread. args may be NULL. */
+ * thread. args may be NULL. With require_mutex it waits for remote holders of the
+ * mutexes like mutex_acquire. Fails with the context's error (ABORTED, PEER_FAILED,
+ * TRANSPORT after a timeout) once the context is aborted or failed. */
 STARLING_API starling_status_t starling_window_update(starling_window_t win,
                                                       const starling_window_update_args_t* args);
 /* tensor += sum of every in-neighbor buffer, then those buffers are zeroed (push-sum's
- * collect step). Local. */
+ * collect step). Local; fails like update on an aborted or failed context. */
 STARLING_API starling_status_t starling_window_update_then_collect(starling_window_t win,
                                                                    int require_mutex);
 /* Per in-neighbor, ascending: the number of puts and gets that arrived since the last
@@ -647,7 +707,9 @@ STARLING_API starling_status_t starling_window_versions(starling_window_t win, i
  * buffer for that neighbor. for_self = 0: acquire, on each listed rank (default: every
  * out-neighbor), the mutex guarding its buffer for this rank. for_self = 1: this
  * rank's own mutexes for the listed ranks (default: every in-neighbor). Blocks until
- * granted. Release with the same arguments. */
+ * granted. Release with the same arguments. A wait for a mutex held by another rank
+ * warns when it stalls and fails with TIMEOUT (STARLING_TIMEOUT_SECONDS), PEER_FAILED
+ * (the holder is gone) or ABORTED, like any other wait for peers. */
 STARLING_API starling_status_t starling_window_mutex_acquire(starling_window_t win,
                                                              const int* ranks, int count,
                                                              int for_self);

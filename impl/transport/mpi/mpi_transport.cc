@@ -1,7 +1,11 @@
 #include "impl/transport/mpi/mpi_transport.h"
 
+#include <sched.h>
+
+#include <chrono>
 #include <climits>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "impl/common/error.h"
@@ -71,9 +75,9 @@ void MpiLifetime::Acquire(bool may_initialize) {
   ++g_users;
 }
 
-void MpiLifetime::Release() {
+void MpiLifetime::Release(bool may_finalize) {
   std::lock_guard<std::mutex> lock(g_lifetime_mutex);
-  if (--g_users == 0 && g_we_initialized) {
+  if (--g_users == 0 && g_we_initialized && may_finalize) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -164,6 +168,27 @@ bool MpiTransport::CancelRecv(Ticket& ticket) {
   return cancelled != 0;
 }
 
+Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double max_seconds) {
+  if (!ticket.active) return CancelOutcome::kCompleted;
+  MPI_Cancel(&RequestOf(ticket));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_seconds);
+  MPI_Status status;
+  int done = 0;
+  for (;;) {
+    if (MPI_Test(&RequestOf(ticket), &done, &status) != MPI_SUCCESS) {
+      ticket.active = false;  // the request was freed with its error
+      return CancelOutcome::kCompleted;
+    }
+    if (done || std::chrono::steady_clock::now() >= deadline) break;
+    sched_yield();
+  }
+  if (!done) return CancelOutcome::kPending;
+  ticket.active = false;
+  int cancelled = 0;
+  MPI_Test_cancelled(&status, &cancelled);
+  return cancelled ? CancelOutcome::kCancelled : CancelOutcome::kCompleted;
+}
+
 Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   Layout layout;
   MPI_Comm local = MPI_COMM_NULL;
@@ -180,9 +205,27 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   int leader = rank_;
   MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
   MPI_Comm_free(&local);
-  int mine[3] = {leader, layout.local_rank, layout.local_size};
+  // One record per rank: the layout triple and the process identity (for peer
+  // failure detection), in one MPI_Allgather of bytes.
+  struct Record {
+    int32_t layout[3];
+    int32_t reserved;
+    ProcessIdentity process;
+  };
+  static_assert(std::is_trivially_copyable_v<Record>, "Record travels as bytes");
+  Record mine{};
+  mine.layout[0] = leader;
+  mine.layout[1] = layout.local_rank;
+  mine.layout[2] = layout.local_size;
+  mine.process = ThisProcess();
+  std::vector<Record> records(static_cast<size_t>(size_));
+  CheckMpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, records.data(), sizeof mine, MPI_BYTE, collective_comm_),
+           "MPI_Allgather");
   std::vector<int> all(3 * static_cast<size_t>(size_));
-  CheckMpi(MPI_Allgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, collective_comm_), "MPI_Allgather");
+  for (int r = 0; r < size_; ++r) {
+    for (int i = 0; i < 3; ++i) all[3 * r + i] = records[r].layout[i];
+    layout.processes.push_back(records[r].process);
+  }
   for (int r = 0; r < size_; ++r) {
     const int l = all[3 * r];
     if (l == r) layout.machine_leaders.push_back(r);

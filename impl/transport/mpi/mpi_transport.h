@@ -7,17 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "impl/common/process.h"
 #include "impl/transport/transport.h"
 
 namespace starling::transport {
 
 // Counts the contexts that rely on MPI being initialized. Acquire initializes MPI with
 // MPI_THREAD_MULTIPLE if nobody has; the last Release finalizes it if Starling
-// initialized it. Throws Error on a thread level below MULTIPLE or a finalized MPI.
+// initialized it, unless may_finalize is false (a context whose peers may be gone:
+// Open MPI's MPI_Finalize waits for every rank), in which case MPI stays initialized
+// (a later context reuses it; a later last Release may finalize it).
+// Throws Error on a thread level below MULTIPLE or a finalized MPI.
 class MpiLifetime {
  public:
   static void Acquire(bool may_initialize);
-  static void Release();
+  static void Release(bool may_finalize = true);
 };
 
 // Which ranks form a machine: consecutive groups of `nodes_per_machine` ranks when it
@@ -30,6 +34,7 @@ struct Layout {
   bool homogeneous = true;
   std::vector<int> machine_ranks;    // the ranks of this rank's machine, ascending
   std::vector<int> machine_leaders;  // the lowest rank of each machine, by machine rank
+  std::vector<ProcessIdentity> processes;  // every rank's process (pid, host), by rank
 };
 
 class MpiTransport final : public Transport {
@@ -47,8 +52,10 @@ class MpiTransport final : public Transport {
   Ticket Irecv(Channel channel, int peer, void* data, size_t capacity) override;
   bool Test(Ticket& ticket, Completion* completion) override;
   bool CancelRecv(Ticket& ticket) override;
+  CancelOutcome CancelRecvWithin(Ticket& ticket, double max_seconds) override;
 
-  // Collective: computes the machine layout (blocking MPI calls; used at creation).
+  // Collective: computes the machine layout and gathers every rank's process identity
+  // (blocking MPI calls; used at creation).
   Layout ComputeLayout(int nodes_per_machine);
 
  private:

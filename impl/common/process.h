@@ -1,0 +1,39 @@
+// Who a rank's process is, and whether it is still alive: the local half of peer
+// failure detection. A rank's identity (pid, start time, host key) is exchanged when a
+// context is created; a peer on the same host (same boot and pid namespace) can then
+// be probed through /proc without any message. Nothing here signals, waits or prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace starling {
+
+// Fixed-size and trivially copyable: it travels in an MPI_Allgather of bytes.
+struct ProcessIdentity {
+  int32_t pid = 0;
+  int32_t reserved = 0;
+  uint64_t start_ticks = 0;  // /proc/<pid>/stat field 22: tells a reused pid apart
+  uint64_t host_key = 0;     // hash of host name, boot id and pid namespace; 0: unknown
+  char host[64] = {};        // host name (truncated), for messages
+};
+
+enum class ProcessState {
+  kUnknown,  // another host, or /proc unreadable: cannot tell
+  kRunning,  // alive and not stopped (it may be computing or blocked)
+  kStopped,  // alive but stopped (SIGSTOP, SIGTSTP, a debugger)
+  kGone,     // exited or killed (also a zombie not yet reaped, or a reused pid)
+};
+
+// This process's identity.
+ProcessIdentity ThisProcess();
+// True when `peer` can be probed from this process (same host key, known).
+bool ProbeableFrom(const ProcessIdentity& self, const ProcessIdentity& peer);
+// The state of `peer`, a process on this host (ProbeableFrom); a few microseconds.
+ProcessState Probe(const ProcessIdentity& peer);
+// "pid 1234 on host node1".
+std::string DescribeProcess(const ProcessIdentity& process);
+// "running", "stopped", "gone", "unknown".
+const char* StateName(ProcessState state);
+
+}  // namespace starling

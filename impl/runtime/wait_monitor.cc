@@ -1,0 +1,75 @@
+#include "impl/runtime/wait_monitor.h"
+
+#include "impl/common/logging.h"
+#include "impl/runtime/context.h"
+
+namespace starling::runtime {
+
+WaitMonitor::WaitMonitor(Context& context, LazyText what)
+    : context_(context),
+      what_(std::move(what)),
+      start_(std::chrono::steady_clock::now()),
+      next_warning_(context.config().stall_warning_seconds),
+      next_probe_(context.config().peer_check_seconds) {}
+
+double WaitMonitor::waited_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void WaitMonitor::CheckAborted() const {
+  if (context_.aborted()) Fail(Code::kAborted, "aborted while waiting for peers (starling_context_abort)");
+}
+
+namespace {
+// A wait shorter than this is not a stall: failure notices are not even looked at.
+constexpr double kNoticeAfterSeconds = 0.01;
+}  // namespace
+
+[[noreturn]] void WaitMonitor::PeerFailed(const std::string& reason) {
+  context_.MarkBroken(reason, Code::kPeerFailed);
+  throw Error(Code::kPeerFailed, reason);
+}
+
+void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
+  CheckAborted();
+  const Config& config = context_.config();
+  const double waited = waited_seconds();
+  if (config.peer_check_seconds > 0 && waited >= kNoticeAfterSeconds) {
+    // Another rank found a peer gone and told everyone: a wait for a survivor that
+    // stopped at that failure would otherwise last until the timeout.
+    const std::string notice = context_.PollFailureNotice();
+    if (!notice.empty()) PeerFailed(notice);
+  }
+  if (next_probe_ > 0 && waited >= next_probe_) {
+    next_probe_ = waited + config.peer_check_seconds;
+    const Awaited a = awaited();
+    std::vector<int> gone;
+    const std::string message = context_.ProbePeers(a.ranks, &gone);
+    if (!message.empty()) {
+      context_.NotifyPeerFailure(message, gone);
+      PeerFailed(Str(message, "; was waiting ", static_cast<int>(waited * 10) / 10.0, " s for ", a.text));
+    }
+  }
+  if (next_warning_ > 0 && waited >= next_warning_) {
+    const Awaited a = awaited();
+    STARLING_LOG_WARN(what_(), " has waited ", static_cast<int>(waited), " s for ", a.text,
+                      " (a rank may have skipped this call or be stuck before it)", context_.PeerNotes(a.ranks));
+    next_warning_ += config.stall_warning_seconds;
+  }
+  if (config.timeout_seconds > 0 && waited >= config.timeout_seconds) {
+    const Awaited a = awaited();
+    Fail(Code::kTimeout, "timed out after ", config.timeout_seconds, " s waiting for ", a.text,
+         " (STARLING_TIMEOUT_SECONDS)", context_.PeerNotes(a.ranks));
+  }
+}
+
+void WaitMonitor::ExplainTransportFailure(const Error& error, const std::function<Awaited()>& awaited) {
+  if (error.code() != Code::kTransport || context_.config().peer_check_seconds <= 0) return;
+  std::vector<int> gone;
+  const std::string message = context_.ProbePeers(awaited().ranks, &gone);
+  if (message.empty()) return;
+  context_.NotifyPeerFailure(message, gone);
+  PeerFailed(Str(message, " (MPI reported: ", error.what(), ")"));
+}
+
+}  // namespace starling::runtime

@@ -1,0 +1,56 @@
+// The slow path shared by every loop that waits for peers (message exchanges, window
+// mutexes): stall warnings, STARLING_TIMEOUT_SECONDS, peer failure detection
+// (STARLING_PEER_CHECK_SECONDS) and starling_context_abort. Cheap enough to call every
+// few dozen idle polls: it reads the clock and does real work only when a deadline
+// passed.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "impl/common/error.h"
+
+namespace starling::runtime {
+
+class Context;
+
+// What a wait is waiting for: the ranks, and a description for messages
+// ("rank(s) 1 (not heard from)").
+struct Awaited {
+  std::set<int> ranks;
+  std::string text;
+};
+
+class WaitMonitor {
+ public:
+  WaitMonitor(Context& context, LazyText what);
+
+  // Throws Error(kAborted) once the context was aborted. One atomic load: call it on
+  // every iteration.
+  void CheckAborted() const;
+  // The deadlines: logs a stall warning naming the awaited ranks (and whether their
+  // processes are stopped or running); throws Error(kPeerFailed) naming a rank of this
+  // host that is gone, Error(kTimeout) after STARLING_TIMEOUT_SECONDS, Error(kAborted).
+  // `awaited` is evaluated only when a deadline passed.
+  void Check(const std::function<Awaited()>& awaited);
+  // After MPI reported a failure: a peer failure naming the gone rank if one of this
+  // host is gone, else nothing (the caller rethrows the original error).
+  void ExplainTransportFailure(const Error& error, const std::function<Awaited()>& awaited);
+
+  double waited_seconds() const;
+
+ private:
+  // Marks the context failed (later calls fail fast with `reason`) and throws.
+  [[noreturn]] void PeerFailed(const std::string& reason);
+
+  Context& context_;
+  LazyText what_;
+  std::chrono::steady_clock::time_point start_;
+  double next_warning_;
+  double next_probe_;
+};
+
+}  // namespace starling::runtime
