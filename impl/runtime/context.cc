@@ -131,7 +131,7 @@ void Context::SetBackgroundService(std::function<bool()> service, std::function<
 }
 
 bool Context::ServiceBackground() {
-  if (aborted()) return false;  // an aborted rank no longer answers its peers
+  if (local_teardown()) return false;  // aborted or failed: no longer answers its peers
   bool expected = false;
   if (!background_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
   struct Release {
@@ -143,11 +143,12 @@ bool Context::ServiceBackground() {
 
 void Context::MarkBroken(const std::string& reason, Code code) {
   std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (!broken_.load()) {
+    broken_reason_ = reason;
+    broken_code_ = code;
+    broken_.store(true, std::memory_order_release);
+  }
   if (code == Code::kPeerFailed) peer_failed_.store(true, std::memory_order_release);
-  if (broken_.load()) return;
-  broken_reason_ = reason;
-  broken_code_ = code;
-  broken_.store(true, std::memory_order_release);
 }
 
 void Context::CheckUsable() const {

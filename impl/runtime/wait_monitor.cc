@@ -17,7 +17,9 @@ double WaitMonitor::waited_seconds() const {
 }
 
 void WaitMonitor::CheckAborted() const {
+  if (!context_.local_teardown()) return;
   if (context_.aborted()) Fail(Code::kAborted, "aborted while waiting for peers (starling_context_abort)");
+  context_.CheckUsable();  // a peer failure found by another wait: this one ends too
 }
 
 namespace {

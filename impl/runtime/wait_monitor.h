@@ -28,8 +28,8 @@ class WaitMonitor {
  public:
   WaitMonitor(Context& context, LazyText what);
 
-  // Throws Error(kAborted) once the context was aborted. One atomic load: call it on
-  // every iteration.
+  // Throws Error(kAborted) once the context was aborted, Error(kPeerFailed) once another
+  // wait found a peer gone. Two atomic loads: call it on every iteration.
   void CheckAborted() const;
   // The deadlines: logs a stall warning naming the awaited ranks (and whether their
   // processes are stopped or running); throws Error(kPeerFailed) naming a rank of this
