@@ -87,10 +87,18 @@ bool Service::Poll(runtime::Context& context, Registry& registry) {
       posted_ = true;
     }
     transport::Completion completion;
-    if (!transport.Test(ticket_, &completion)) break;
+    try {
+      if (!transport.Test(ticket_, &completion)) break;
+    } catch (const Error& e) {
+      // Longer than any request: the sender is out of step; it gets no reply.
+      posted_ = false;
+      if (e.code() == Code::kTransport) throw;
+      STARLING_LOG(LogLevel::kError, "dropped a window request: ", e.what());
+      continue;
+    }
     posted_ = false;
     worked = true;
-    Start(context, registry, incoming_, completion.bytes, completion.source);
+    Start(context, registry, incoming_.request, completion.bytes, completion.source);
   }
   for (size_t i = 0; i < tasks_.size();) {
     if (tasks_[i]->finished) {
@@ -204,7 +212,13 @@ bool Service::TryApply(runtime::Context& context, Task& task) {
   Window& window = *task.window;
   switch (r.op) {
     case WindowOp::kGet: {
-      task.reply_data = scratch_.Get(window.tensor().bytes);
+      try {
+        task.reply_data = scratch_.Get(window.tensor().bytes);
+      } catch (const std::bad_alloc&) {
+        SendReply(context, task, Code::kOutOfMemory,
+                  Str("rank ", context.rank(), " could not allocate ", window.tensor().bytes, " bytes for a get"));
+        return true;
+      }
       window.Snapshot(task.reply_data.data());
       SendReply(context, task, Code::kOk, "");
       return true;

@@ -52,7 +52,12 @@ class Service {
 
   runtime::ScratchPool scratch_;  // the service runs beside operations: its own memory
   transport::Ticket ticket_;
-  WindowRequest incoming_;
+  // A request, with room to spare so a somewhat longer (malformed) message is still
+  // received and answered instead of failing the receive.
+  struct Incoming {
+    WindowRequest request;
+    char spare[64];
+  } incoming_;
   bool posted_ = false;
   std::vector<std::unique_ptr<Task>> tasks_;  // in arrival order
 };
