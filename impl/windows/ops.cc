@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "impl/common/logging.h"
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
@@ -32,15 +33,60 @@ void CheckReplies(const std::vector<WindowReply>& replies, const std::vector<int
   }
 }
 
+// Replies still in flight when the service stops have already been received (their
+// requesters finished before agreeing to free), so this is only a bound for failures.
+constexpr double kServiceStopGraceSeconds = 2.0;
+
+// The context is being destroyed with windows alive: peers may still need this rank
+// to serve their last requests, so agree with every rank first (serving meanwhile),
+// unless the context already failed.
+void QuiesceAndStop(runtime::Context& context, Registry& registry) {
+  try {
+    context.CheckUsable();
+    ops::Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = ops::OpKind::kWindowFree;
+    ops::Agree(context, ops::WorldGroup(context), sig, [] { return std::string("context_destroy with windows"); });
+  } catch (const Error& e) {
+    STARLING_LOG(LogLevel::kWarn, "windows stop without agreement: ", e.what());
+  }
+  registry.service.Stop(context, kServiceStopGraceSeconds);
+}
+
+void StartService(runtime::Context& context, Registry& registry) {
+  runtime::Context* ctx = &context;
+  context.SetBackgroundService([ctx, &registry] { return registry.service.Poll(*ctx, registry); },
+                               [ctx, &registry] { QuiesceAndStop(*ctx, registry); });
+}
+
+void StopService(runtime::Context& context, Registry& registry) {
+  context.SetBackgroundService(nullptr, nullptr);  // waits for a running service call
+  registry.service.Stop(context, kServiceStopGraceSeconds);
+}
+
 class CreateOp : public runtime::Op {
  public:
   CreateOp(const TensorView& tensor, std::string name, bool zero_init)
       : tensor_(tensor), name_(std::move(name)), zero_init_(zero_init) {}
   std::string Describe() const override { return Str("window_create '", name_, "' (", tensor_.Describe(), ")"); }
 
+  // Happens-before rule: this rank registers the window (and serves requests for it)
+  // before it sends anything in the agreement, and no rank leaves the agreement before
+  // hearing, directly or through others, from every rank. So once window_create
+  // returns anywhere, every rank can serve the window: a put issued at once never
+  // finds a peer without it.
   void Run(runtime::Context& context) override {
     Registry& registry = context.Extension<Registry>();
+    const uint32_t id = registry.NextId();
     const bool exists = registry.Find(name_) != nullptr;
+    std::shared_ptr<Window> window;
+    if (!exists) {
+      std::shared_ptr<const runtime::TopologyState> topology = context.topology();
+      const int rank = context.rank();
+      window = std::make_shared<Window>(id, name_, tensor_, rank, context.size(), topology->graph->in_neighbors(rank),
+                                        topology->graph->out_neighbors(rank), topology, zero_init_);
+      if (registry.Add(window)) StartService(context, registry);
+    }
     ops::Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kWindowCreate;
@@ -48,21 +94,15 @@ class CreateOp : public runtime::Op {
     sig.count = static_cast<int64_t>(tensor_.numel);
     sig.root = NameHash(name_);
     sig.extra = exists ? 1 : 0;
-    ops::Agree(context, ops::WorldGroup(context), sig, Label());
-    STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
-    std::shared_ptr<const runtime::TopologyState> topology = context.topology();
-    const int rank = context.rank();
-    auto window = std::make_shared<Window>(registry.NextId(), name_, tensor_, rank, context.size(),
-                                           topology->graph->in_neighbors(rank), topology->graph->out_neighbors(rank),
-                                           topology, zero_init_);
-    const bool first = registry.empty();
-    registry.Add(std::move(window));
-    context.live_windows().fetch_add(1);
-    if (first) {
-      runtime::Context* ctx = &context;
-      context.SetBackgroundService([ctx, &registry] { return registry.service.Poll(*ctx); },
-                                   [ctx, &registry] { registry.service.Stop(*ctx); });
+    try {
+      ops::Agree(context, ops::WorldGroup(context), sig, Label());
+    } catch (...) {
+      // Every rank fails the agreement together: nobody can have used the window.
+      if (window && registry.Remove(id)) StopService(context, registry);
+      throw;
     }
+    STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
+    context.live_windows().fetch_add(1);
   }
 
  private:
@@ -76,22 +116,20 @@ class FreeOp : public runtime::Op {
   explicit FreeOp(std::shared_ptr<Window> window) : window_(std::move(window)) {}
   std::string Describe() const override { return Str("window_free '", window_->name(), "'"); }
 
+  // Every rank's earlier operations on the window were acknowledged before it got
+  // here, and the agreement keeps serving requests while it waits; after it, requests
+  // for the window get NOT_FOUND.
   void Run(runtime::Context& context) override {
     ops::Signature sig;
     sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kWindowFree;
     sig.count = window_->id();
     sig.root = NameHash(window_->name());
-    // Every rank's earlier operations on the window were acknowledged before it got
-    // here, and the agreement keeps serving requests while it waits.
     ops::Agree(context, ops::WorldGroup(context), sig, Label());
     Registry& registry = context.Extension<Registry>();
-    registry.Remove(window_->id());
+    const bool last = registry.Remove(window_->id());
     context.live_windows().fetch_sub(1);
-    if (registry.empty()) {
-      context.SetBackgroundService(nullptr, nullptr);  // waits for a running service call
-      registry.service.Stop(context);
-    }
+    if (last) StopService(context, registry);
   }
 
  private:

@@ -4,7 +4,9 @@
 // (acknowledgements, grants, get data) come back on the window-reply channel.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace starling::windows {
 
@@ -40,5 +42,10 @@ struct WindowReply {
   uint32_t reserved = 0;
   char message[232] = {};  // error text, NUL-terminated
 };
+
+// Why a request that arrived as `bytes` bytes from rank `source` is malformed, or ""
+// when it is well formed. Only the checks that need no window: a corrupted or
+// truncated request must become an error reply, never a crash or a wild write.
+std::string MalformedRequest(const WindowRequest& request, size_t bytes, int source);
 
 }  // namespace starling::windows

@@ -608,7 +608,19 @@ STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context
  * data is in the destination buffer and its version is counted. Buffer writes and
  * updates are atomic with respect to each other (an update never sees a half-written
  * buffer). The window BORROWS its tensor until it is freed: update writes it and
- * remote gets read it. */
+ * remote gets read it.
+ *
+ * Ordering (happens-before): window_create returns on any rank only after every rank
+ * has registered the window, so a put, accumulate, get or mutex call issued right
+ * after window_create returns (on any rank, to any peer) is served; it never meets
+ * a peer that has not created the window yet. window_free returns on any rank only
+ * after every rank has entered window_free, so every rank's earlier operations on the
+ * window have completed. NOT_FOUND from a peer therefore means the window was freed
+ * there (or ranks created windows in different orders). Requests are served by a
+ * service that never blocks, so ranks may put into, accumulate into and get from each
+ * other at the same time, also while their peers run collectives. Destroying a context
+ * with windows alive waits for every rank to reach destroy (serving their last
+ * requests meanwhile) unless the context already failed. */
 
 /* Creates window `name` over `tensor`; buffers start as copies of the tensor, or
  * zeros with zero_init = 1. Collective: every rank passes the same name, dtype and
