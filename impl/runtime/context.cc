@@ -70,6 +70,14 @@ void Context::Destroy() {
   std::lock_guard<std::mutex> lock(destroy_mutex_);
   if (destroyed_) return;
   destroyed_ = true;
+  if (!local_teardown() && config_.peer_check_seconds > 0) {
+    // A rank that is gone by now has failed (a rank that finished normally waits in
+    // MPI_Finalize for the others): tear down locally, and fail queued work at once.
+    std::set<int> everyone;
+    for (int r = 0; r < size_; ++r) everyone.insert(r);
+    const std::string gone = ProbePeers(everyone);
+    if (!gone.empty()) MarkBroken(gone, Code::kPeerFailed);
+  }
   if (engine_) engine_->Stop();
   timeline_.reset();  // completes the JSON file
   // Windows may still exist: withdraw their posted receives while MPI is alive.
@@ -78,6 +86,11 @@ void Context::Destroy() {
   background_stop_ = nullptr;
   {
     std::lock_guard<std::mutex> lock(extensions_mutex_);
+    if (transport_ && transport_->abandoned_receives() > 0) {
+      // After a failure, a receive from a dead rank could not be withdrawn: MPI may
+      // still write into the buffers of those modules (windows), so they are leaked.
+      new std::unordered_map<std::type_index, std::shared_ptr<void>>(std::move(extensions_));
+    }
     extensions_.clear();
   }
   {
@@ -89,10 +102,7 @@ void Context::Destroy() {
   if (holds_mpi_) {
     holds_mpi_ = false;
     // After an abort or a peer failure, never finalize: MPI_Finalize waits for every rank.
-    std::set<int> everyone;
-    for (int r = 0; r < size_; ++r) everyone.insert(r);
-    const bool local = local_teardown() || (config_.peer_check_seconds > 0 && !ProbePeers(everyone).empty());
-    transport::MpiLifetime::Release(/*may_finalize=*/!local);
+    transport::MpiLifetime::Release(/*may_finalize=*/!local_teardown());
   }
 }
 
@@ -142,6 +152,7 @@ bool Context::ServiceBackground() {
 }
 
 void Context::MarkBroken(const std::string& reason, Code code) {
+  if (code == Code::kPeerFailed) SetTransportFailed();
   std::lock_guard<std::mutex> lock(broken_mutex_);
   if (!broken_.load()) {
     broken_reason_ = reason;
@@ -149,6 +160,11 @@ void Context::MarkBroken(const std::string& reason, Code code) {
     broken_.store(true, std::memory_order_release);
   }
   if (code == Code::kPeerFailed) peer_failed_.store(true, std::memory_order_release);
+}
+
+void Context::SetTransportFailed() {
+  std::lock_guard<std::mutex> lock(notice_mutex_);  // transport_ is reset under it
+  if (transport_) transport_->SetFailed();
 }
 
 void Context::CheckUsable() const {
@@ -161,6 +177,7 @@ void Context::CheckUsable() const {
 }
 
 void Context::Abort() {
+  SetTransportFailed();  // first: a destroy may proceed as soon as aborted() is seen
   if (aborted_.exchange(true)) return;
   STARLING_LOG_INFO("context aborted (starling_context_abort)");
   if (engine_) engine_->Abort();

@@ -175,6 +175,8 @@ class Context {
   };
   void PostNoticeReceive();
   void WithdrawNoticeReceive();  // notice_mutex_ held
+  // Abort or peer failure: receives that cannot be withdrawn are abandoned from now on.
+  void SetTransportFailed();
   std::mutex notice_mutex_;
   std::unique_ptr<Notice> notice_in_;
   transport::Ticket notice_ticket_;  // guarded by notice_mutex_

@@ -159,6 +159,19 @@ bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
 
 bool MpiTransport::CancelRecv(Ticket& ticket) {
   if (!ticket.active) return false;
+  if (failed_.load(std::memory_order_acquire)) {
+    constexpr double kFailedCancelGraceSeconds = 0.2;
+    switch (CancelRecvWithin(ticket, kFailedCancelGraceSeconds)) {
+      case CancelOutcome::kCancelled:
+        return true;
+      case CancelOutcome::kCompleted:
+        return false;
+      case CancelOutcome::kPending:
+        ticket.active = false;  // abandoned: see SetFailed
+        abandoned_.fetch_add(1, std::memory_order_acq_rel);
+        return false;
+    }
+  }
   MPI_Cancel(&RequestOf(ticket));
   MPI_Status status;
   MPI_Wait(&RequestOf(ticket), &status);

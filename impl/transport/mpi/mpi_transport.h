@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,15 @@ class MpiTransport final : public Transport {
   bool CancelRecv(Ticket& ticket) override;
   CancelOutcome CancelRecvWithin(Ticket& ticket, double max_seconds) override;
 
+  // The context failed (aborted, or a peer is gone): from now on CancelRecv waits at
+  // most a short grace for a receive whose message is already arriving (a dead
+  // sender never finishes it; Open MPI's MPI_Cancel cannot withdraw a matched
+  // receive), then abandons it. Any thread.
+  void SetFailed() { failed_.store(true, std::memory_order_release); }
+  // Receives abandoned that way: MPI may still write their buffers, so whoever owns
+  // them must leak them instead of freeing them.
+  int abandoned_receives() const { return abandoned_.load(std::memory_order_acquire); }
+
   // Collective: computes the machine layout and gathers every rank's process identity
   // (blocking MPI calls; used at creation).
   Layout ComputeLayout(int nodes_per_machine);
@@ -61,7 +71,9 @@ class MpiTransport final : public Transport {
  private:
   MPI_Comm comm_for(Channel channel) const;
 
-  MPI_Comm collective_comm_ = MPI_COMM_NULL;
+  std::atomic<bool> failed_{false};
+  std::atomic<int> abandoned_{0};
+    MPI_Comm collective_comm_ = MPI_COMM_NULL;
   MPI_Comm window_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
