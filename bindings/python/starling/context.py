@@ -92,7 +92,8 @@ class Context:
     # ---- lifetime
     def close(self) -> None:
         """Frees this context's windows and destroys it (collective). Operations already
-        submitted finish first; later calls raise InvalidHandleError."""
+        submitted finish first; later calls raise InvalidHandleError. After abort() or a
+        PeerFailedError it is local: it never waits for peers."""
         if self._closed:
             return
         self._closed = True
@@ -103,6 +104,15 @@ class Context:
                 window.free()
         finally:
             _core.context_destroy(self._handle)
+
+    def abort(self) -> None:
+        """Aborts the context, like NCCL's ncclCommAbort (starling_context_abort). Safe
+        from any thread at any time, also while other threads are blocked in calls on
+        this context: every operation in flight or queued fails within milliseconds
+        with AbortedError (blocking calls raise it, requests' wait() raises it), and so
+        does every later call. Local: peers are not told. Then call close(), which is
+        local too (it never waits for peers). Aborting twice is not an error."""
+        _core.context_abort(self._handle)
 
     @property
     def closed(self) -> bool:

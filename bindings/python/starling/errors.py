@@ -92,9 +92,22 @@ class InternalError(StarlingError):
     status = _core.STARLING_ERR_INTERNAL
 
 
+class AbortedError(StarlingError):
+    """The context was aborted (Context.abort()); close it (closing is then local)."""
+
+    status = _core.STARLING_ERR_ABORTED
+
+
+class PeerFailedError(StarlingError):
+    """A rank of the context is gone (killed, crashed, or exited without closing its
+    context); the message names it. Close the context (closing is then local)."""
+
+    status = _core.STARLING_ERR_PEER_FAILED
+
+
 _ALL = (InvalidArgumentError, InvalidHandleError, InvalidUsageError, UnsupportedError, MismatchError,
         StarlingTimeoutError, ShutdownError, TransportError, NotFoundError, AlreadyExistsError,
-        StarlingMemoryError, InternalError)
+        StarlingMemoryError, InternalError, AbortedError, PeerFailedError)
 
 for _cls in _ALL:
     _core.py_register_error(_cls.status, _cls)

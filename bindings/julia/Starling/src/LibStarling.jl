@@ -63,6 +63,8 @@ const STARLING_ERR_NOT_FOUND = Cint(-9)
 const STARLING_ERR_ALREADY_EXISTS = Cint(-10)
 const STARLING_ERR_OUT_OF_MEMORY = Cint(-11)
 const STARLING_ERR_INTERNAL = Cint(-12)
+const STARLING_ERR_ABORTED = Cint(-13)
+const STARLING_ERR_PEER_FAILED = Cint(-14)
 
 # Handles.
 mutable struct starling_context_s end
@@ -242,9 +244,40 @@ end
 # Destroys a context: operations already submitted run to completion (their requests
 # stay valid and can still be waited on and freed); later submissions fail with
 # STARLING_ERR_SHUTDOWN; the progress thread is joined.
-# Collective. Errors: INVALID_HANDLE.
+# After starling_context_abort, or once an operation failed with
+# STARLING_ERR_PEER_FAILED, destroy is LOCAL: it never communicates and never waits for
+# peers (queued operations fail at once with the context's error), it frees this
+# process's resources, and it does not finalize MPI even if Starling initialized it
+# (Open MPI's MPI_Finalize waits for every rank): MPI stays initialized until the
+# process exits. Destroy also waits for a call still running on another thread to
+# return (after an abort that takes milliseconds).
+# Collective (local after an abort or a peer failure). Errors: INVALID_HANDLE.
 function starling_context_destroy(ctx)
     ccall((:starling_context_destroy, libstarling), starling_status_t, (starling_context_t,), ctx)
+end
+
+# Aborts a context, like NCCL's ncclCommAbort. Callable from any thread at any time,
+# also while other threads are blocked inside Starling calls on this context.
+# - Every operation in flight or queued fails within milliseconds with
+#   STARLING_ERR_ABORTED: blocking calls on other threads return it, requests complete
+#   with it (wait/test return it; free them as usual).
+# - Every later call on the context that communicates fails at once with
+#   STARLING_ERR_ABORTED (nonblocking calls fail at the call: no request is returned),
+#   and so does starling_window_update (its mutex wait could depend on peers).
+#   Layout queries, starling_get_stats and the timeline calls still work.
+#   starling_window_free releases the window's handle locally and returns SUCCESS.
+# - This rank stops answering peers' one-sided window requests.
+# - Abort is local: peers are not told. They see this rank as silent (stall warning,
+#   STARLING_TIMEOUT_SECONDS), or, once this process is gone, STARLING_ERR_PEER_FAILED.
+# - Then call starling_context_destroy, which is local (see above).
+# - Memory: input and output tensors of operations that were in flight may be left
+#   partly written. Receives that had not begun are withdrawn; if a large message was
+#   already arriving, the error message of that operation says so, and its output
+#   tensor must stay allocated until the process exits (MPI may still write it).
+# Idempotent: aborting twice is not an error. Local, no communication.
+# Errors: INVALID_HANDLE (NULL, or already destroyed).
+function starling_context_abort(ctx)
+    ccall((:starling_context_abort, libstarling), starling_status_t, (starling_context_t,), ctx)
 end
 
 # Layout queries. Local, no communication. "Machines" are groups of ranks on one host
@@ -621,7 +654,9 @@ function starling_window_create(ctx, tensor, name, zero_init, out)
 end
 
 # Frees the window after every rank's earlier operations on it finished. Collective.
-# The handle is invalid afterwards.
+# The handle is invalid afterwards. After starling_context_abort or a peer failure it
+# is local: the handle is released and SUCCESS returned (the memory goes with the
+# context's destroy).
 function starling_window_free(win)
     ccall((:starling_window_free, libstarling), starling_status_t, (starling_window_t,), win)
 end
@@ -669,13 +704,15 @@ end
 
 # tensor = self_weight * tensor + sum_r w_r * buffer_r, in place on the window's
 # tensor; versions are reset to 0. Local: no communication, runs on the calling
-# thread. args may be NULL.
+# thread. args may be NULL. With require_mutex it waits for remote holders of the
+# mutexes like mutex_acquire. Fails with the context's error (ABORTED, PEER_FAILED,
+# TRANSPORT after a timeout) once the context is aborted or failed.
 function starling_window_update(win, args)
     ccall((:starling_window_update, libstarling), starling_status_t, (starling_window_t, Ptr{starling_window_update_args_t}), win, args)
 end
 
 # tensor += sum of every in-neighbor buffer, then those buffers are zeroed (push-sum's
-# collect step). Local.
+# collect step). Local; fails like update on an aborted or failed context.
 function starling_window_update_then_collect(win, require_mutex)
     ccall((:starling_window_update_then_collect, libstarling), starling_status_t, (starling_window_t, Cint), win, require_mutex)
 end
@@ -690,7 +727,9 @@ end
 # buffer for that neighbor. for_self = 0: acquire, on each listed rank (default: every
 # out-neighbor), the mutex guarding its buffer for this rank. for_self = 1: this
 # rank's own mutexes for the listed ranks (default: every in-neighbor). Blocks until
-# granted. Release with the same arguments.
+# granted. Release with the same arguments. A wait for a mutex held by another rank
+# warns when it stalls and fails with TIMEOUT (STARLING_TIMEOUT_SECONDS), PEER_FAILED
+# (the holder is gone) or ABORTED, like any other wait for peers.
 function starling_window_mutex_acquire(win, ranks, count, for_self)
     ccall((:starling_window_mutex_acquire, libstarling), starling_status_t, (starling_window_t, Ptr{Cint}, Cint, Cint), win, ranks, count, for_self)
 end

@@ -28,6 +28,7 @@ import .LibStarling
 const L = LibStarling
 
 export Context, Request, StarlingError, Topology, Schedule, Window
+export abort!
 export local_rank, local_size, machine_rank, machine_size, is_homogeneous, stats
 export timeline_enabled, timeline_start_activity, timeline_end_activity, timeline_activity
 export test, barrier, barrier_nonblocking

@@ -90,10 +90,25 @@ function timeline_activity(f::Function, ctx::Context, name::AbstractString, acti
 end
 
 """
+    abort!(ctx)
+
+Aborts the context, like NCCL's `ncclCommAbort` (`starling_context_abort`): callable from
+any thread at any time, also while other tasks or threads are blocked in calls on this
+context. Every operation in flight or queued fails within milliseconds with a
+`StarlingError` of status ABORTED, and so does every later call. Local: peers are not
+told. Then `close(ctx)`, which is local too. Idempotent.
+"""
+function abort!(ctx::Context)
+    check(L.starling_context_abort(ctx.handle))
+    return nothing
+end
+
+"""
     close(ctx)
 
 Destroys the context (collective): operations already submitted finish first, later
-calls throw `StarlingError` (INVALID_HANDLE). Idempotent.
+calls throw `StarlingError` (INVALID_HANDLE). Idempotent. After `abort!(ctx)` or a
+PEER_FAILED error it is local: it never waits for peers.
 """
 function Base.close(ctx::Context)
     ctx.closed && return nothing

@@ -100,6 +100,13 @@ def shutdown() -> None:
     context.close()  # also completes the timeline file
 
 
+def abort() -> None:
+    """Starling's addition (BlueFog has none): aborts the context from any thread, like
+    NCCL's ncclCommAbort. Every pending and later operation fails at once with
+    starling.AbortedError; then call shutdown(), which no longer waits for peers."""
+    S.require_context().abort()
+
+
 def size() -> int:
     """Number of ranks."""
     return S.require_context()._size
@@ -634,7 +641,7 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "shutdown", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "shutdown", "abort", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",

@@ -458,8 +458,22 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * Aborts the context, like NCCL's ncclCommAbort (starling_context_abort). Callable from
+   * any thread at any time, also while other threads are blocked in calls on this
+   * context: every operation in flight or queued fails within milliseconds with a
+   * StarlingException of status {@link Status#ABORTED} (blocking calls throw it, requests'
+   * wait throws it), and so does every later call. Local: peers are not told. Then call
+   * {@link #close()}, which is local too (it never waits for peers). Idempotent; after
+   * close it throws (INVALID_HANDLE).
+   */
+  public void abort() {
+    StarlingNative.context_abort(handle);
+  }
+
+  /**
    * Destroys the context (collective). Operations already submitted finish first; later
-   * calls throw StarlingException (INVALID_HANDLE). Idempotent.
+   * calls throw StarlingException (INVALID_HANDLE). Idempotent. After {@link #abort()} or a
+   * PEER_FAILED error it is local: it never waits for peers.
    */
   @Override
   public synchronized void close() {

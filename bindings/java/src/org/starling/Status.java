@@ -18,6 +18,10 @@ public enum Status {
   ALREADY_EXISTS(status_code.ERR_ALREADY_EXISTS),
   OUT_OF_MEMORY(status_code.ERR_OUT_OF_MEMORY),
   INTERNAL(status_code.ERR_INTERNAL),
+  /** The context was aborted ({@link Context#abort()}); close it (closing is then local). */
+  ABORTED(status_code.ERR_ABORTED),
+  /** A rank of the context is gone (killed, or exited without closing); the message names it. */
+  PEER_FAILED(status_code.ERR_PEER_FAILED),
   /** A code this binding does not know (a newer library). */
   UNKNOWN(Integer.MIN_VALUE);
 
