@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016  # single-quoted $VARS are expanded by the ranks, on purpose
 # End-to-end tests of starlingrun on this machine (real mpirun, real processes).
-# Usage: tests/launcher/run_tests.sh path/to/starlingrun
+# Usage: tests/launcher/run_tests.sh path/to/starlingrun [path/to/starling_fault_program]
 # Every starlingrun call runs under timeout(1), so a hang fails the test instead of
 # blocking it. Prints one line per check; exits 1 if any check failed.
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -x "$1" ]]; then
-  echo "usage: $0 path/to/starlingrun" >&2
+if [[ $# -lt 1 || $# -gt 2 || ! -x "$1" ]]; then
+  echo "usage: $0 path/to/starlingrun [path/to/starling_fault_program]" >&2
   exit 2
 fi
 RUN=$1
+FAULT_PROGRAM=${2:-}
 LIMIT=60                  # seconds any single starlingrun call may take
 MARK="30.$$"              # a sleep argument no other process on the machine uses
 WORK=$(mktemp -d)
@@ -90,6 +91,39 @@ fi
 
 run -np 2 -- sh -c 'kill -KILL $$'
 check "a rank killed by a signal fails the job (got $rc)" test "$rc" -ne 0
+
+# ---- a Starling rank dies ---------------------------------------------------------
+# tests/mpi/fault_program: the last of 3 ranks is SIGKILLed from a thread while its main
+# thread is inside a collective, or exits (0 or 3) without destroying its context;
+# starlingrun must exit non-zero within FAULT_BOUND s of the death (the victim prints
+# its CLOCK_REALTIME just before), leaving no rank behind.
+FAULT_BOUND=10
+fault_survivors_gone() {
+  for _ in $(seq 50); do
+    pgrep -f "^$FAULT_PROGRAM " >/dev/null || return 0
+    sleep 0.1
+  done
+  pgrep -a -f "^$FAULT_PROGRAM " >&2 || true
+  return 1
+}
+if [[ -n $FAULT_PROGRAM ]]; then
+  for scenario in collective exit0 exit3; do
+    run -np 3 -- "$FAULT_PROGRAM" "$scenario"
+    ended=$(date +%s.%N)
+    died=$(sed -n 's/^VICTIM .* real=\([0-9.]*\).*/\1/p' "$WORK/out")
+    if [[ -z $died ]]; then
+      fail "fault $scenario: the victim never reported (rc $rc)"
+      continue
+    fi
+    took=$(awk -v a="$ended" -v b="$died" 'BEGIN { printf "%.2f", a - b }')
+    expected_rc=$([[ $scenario == exit3 ]] && echo 3 || echo "non-zero")
+    rc_ok() { if [[ $scenario == exit3 ]]; then test "$rc" -eq 3; else test "$rc" -ne 0; fi; }
+    check "a rank that dies ($scenario) fails the job: rc $rc (expected $expected_rc)" rc_ok
+    check "starlingrun exits ${took} s after the death ($scenario, bound ${FAULT_BOUND} s)" \
+      awk -v t="$took" -v b="$FAULT_BOUND" 'BEGIN { exit !(t >= 0 && t < b) }'
+    check "no rank of the $scenario job is left behind" fault_survivors_gone
+  done
+fi
 
 # ---- environment ----------------------------------------------------------------
 rc=0
