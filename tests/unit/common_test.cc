@@ -40,6 +40,14 @@ TEST(Config, DefaultsWhenUnset) {
   EXPECT_EQ(c.nodes_per_machine, 0);
   EXPECT_EQ(c.chunk_bytes, 1u << 20);
   EXPECT_TRUE(c.timeline_prefix.empty());
+  EXPECT_EQ(c.peer_check_seconds, 0.5);
+}
+
+TEST(Config, PeerCheckSeconds) {
+  EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "2"}}).peer_check_seconds, 2.0);
+  EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "0"}}).peer_check_seconds, 0.0);
+  EXPECT_NE(ParseError({{"STARLING_PEER_CHECK_SECONDS", "-1"}}).find("STARLING_PEER_CHECK_SECONDS"),
+            std::string::npos);
 }
 
 TEST(Config, ParsesValues) {
