@@ -25,10 +25,15 @@ HandleTable<WindowEntry, starling_window_t>& Windows() {
 // for_self): the holder is another rank (or another thread of this one). The wait
 // warns, times out, notices a gone holder and an abort like any other wait for peers.
 std::function<void(int)> SlotWaitCheck(runtime::Context& context, const WindowEntry& entry, const char* what) {
-  const std::string label = Str(what, " '", entry.window->name(), "'");
-  auto monitor = std::make_shared<runtime::WaitMonitor>(context, [label] { return label; });
-  return [monitor](int holder) {
-    monitor->Check([holder] {
+  struct SlotWait {
+    SlotWait(runtime::Context& context, std::string label)
+        : what([label = std::move(label)] { return label; }), monitor(context, what) {}
+    LazyText what;  // before monitor, which refers to it
+    runtime::WaitMonitor monitor;
+  };
+  auto wait = std::make_shared<SlotWait>(context, Str(what, " '", entry.window->name(), "'"));
+  return [wait](int holder) {
+    wait->monitor.Check([holder] {
       runtime::Awaited awaited;
       if (holder >= 0) {
         awaited.ranks.insert(holder);

@@ -5,9 +5,9 @@
 
 namespace starling::runtime {
 
-WaitMonitor::WaitMonitor(Context& context, LazyText what)
+WaitMonitor::WaitMonitor(Context& context, const LazyText& what)
     : context_(context),
-      what_(std::move(what)),
+      what_(what),
       start_(std::chrono::steady_clock::now()),
       next_warning_(context.config().stall_warning_seconds),
       next_probe_(context.config().peer_check_seconds) {}

@@ -26,7 +26,9 @@ struct Awaited {
 
 class WaitMonitor {
  public:
-  WaitMonitor(Context& context, LazyText what);
+  // `what` (the operation, for warnings) must outlive the monitor: it is not copied, so
+  // that the hot path of a wait allocates nothing.
+  WaitMonitor(Context& context, const LazyText& what);
 
   // Throws Error(kAborted) once the context was aborted, Error(kPeerFailed) once another
   // wait found a peer gone. Two atomic loads: call it on every iteration.
@@ -47,7 +49,7 @@ class WaitMonitor {
   [[noreturn]] void PeerFailed(const std::string& reason);
 
   Context& context_;
-  LazyText what_;
+  const LazyText& what_;
   std::chrono::steady_clock::time_point start_;
   double next_warning_;
   double next_probe_;
