@@ -8,8 +8,10 @@
 //
 // Issue 9, which window_test.cc missed: a put right after window_create met a peer
 // that had not registered the window (NOT_FOUND, 4 ranks, several windows alive), and
-// two ranks getting from each other deadlocked above MPI's eager size. The
-// CreateThenUse* and EveryRankAtOnce* tests fail on the code before the fix.
+// two ranks getting from each other deadlocked above MPI's eager size. On the code
+// before the fix, CreateThenUse*, FreedWindows* and ManyOutstanding* fail with
+// NOT_FOUND, and EveryRankGets* (always, 2-4 ranks), GetsRace*, RanksAtDifferentSpeeds
+// and RandomOperations* (4 ranks) hang.
 #include <mpi.h>
 
 #include <algorithm>
@@ -170,9 +172,9 @@ class Stress : public ContextTest {
 
   // A barrier that also tells every rank whether all ranks are still fine, so loops
   // stop together instead of leaving a rank alone in a collective.
-  bool AllOk(bool mine) {
+  bool AllOk() {
     Buffer flag(Kind::kI32, {1});
-    flag.set(0, mine && !HasFailure() ? 1 : 0);
+    flag.set(0, HasFailure() ? 0 : 1);
     EXPECT_OK(starling_allreduce(ctx, &flag.t, &flag.t, STARLING_MIN, "all ok"));
     return flag.get(0) == 1;
   }
@@ -205,7 +207,7 @@ TEST_F(Stress, CreateThenUseAtOnceOneByOne) {
   Use(Exp2);
   std::vector<std::unique_ptr<Buffer>> tensors;
   std::vector<starling_window_t> windows;
-  for (size_t j = 0; j < kAllSizes.size() && !HasFailure(); ++j) {
+  for (size_t j = 0; j < kAllSizes.size(); ++j) {
     const Spec& spec = kAllSizes[j];
     const Op op = static_cast<Op>(j % 3);
     const bool zero_init = j % 2 == 0;
@@ -222,6 +224,7 @@ TEST_F(Stress, CreateThenUseAtOnceOneByOne) {
     ExpectBuffers(
         win, x, [&](int s, size_t i) { return Expected(op, zero_init, s, rank, salt, i); },
         [&](int) { return ExpectedVersion(op); }, what);
+    if (!AllOk()) break;  // ranks stop together, none left alone in a collective
   }
   for (starling_window_t w : windows) EXPECT_OK(starling_window_free(w));
 }
@@ -232,7 +235,7 @@ TEST_F(Stress, CreateThenUseAtOnceOneByOne) {
 TEST_F(Stress, CreateThenUseAtOnceBackToBack) {
   for (auto make : {Exp2, FullyConnected}) {
     Use(make);
-    for (int pass = 0; pass < 3 && !HasFailure(); ++pass) {
+    for (int pass = 0; pass < 3; ++pass) {
       std::vector<std::unique_ptr<Buffer>> tensors;
       std::vector<starling_window_t> windows;
       auto op_of = [&](size_t j) { return static_cast<Op>((j + static_cast<size_t>(pass)) % 3); };
@@ -256,6 +259,7 @@ TEST_F(Stress, CreateThenUseAtOnceBackToBack) {
       // Free in an order unlike creation's: ids of the windows left must stay right.
       for (size_t j = 0; j < windows.size(); j += 2) EXPECT_OK(starling_window_free(windows[j]));
       for (size_t j = 1; j < windows.size(); j += 2) EXPECT_OK(starling_window_free(windows[j]));
+      if (!AllOk()) return;
     }
   }
 }
@@ -290,7 +294,7 @@ TEST_F(Stress, EveryRankAtOnceAcrossTopologiesAndSizes) {
                                    {Kind::kF64, 6144},        {Kind::kI64, 1 << 17}};
   for (auto make : {Exp2, Ring, FullyConnected}) {
     Use(make);
-    for (size_t z = 0; z < sizes.size() && !HasFailure(); ++z) {
+    for (size_t z = 0; z < sizes.size(); ++z) {
       const Spec& spec = sizes[z];
       Buffer x(spec.kind, {spec.numel}), y(spec.kind, {spec.numel}), acc_tensor(spec.kind, {spec.numel});
       starling_window_t pg, acc;
@@ -329,6 +333,34 @@ TEST_F(Stress, EveryRankAtOnceAcrossTopologiesAndSizes) {
       }
       EXPECT_OK(starling_window_free(pg));
       EXPECT_OK(starling_window_free(acc));
+      if (!AllOk()) return;
+    }
+  }
+}
+
+// Issue 9's deadlock head on: every rank gets from all its in-neighbors, 20 times back
+// to back per size (mutual gets keep the ranks in step). Before the fix a target's
+// service, run inside the wait of its own get, blocked in sending its reply while the
+// peer did the same, so this hung at the first size above MPI's eager limit.
+TEST_F(Stress, EveryRankGetsFromItsNeighborsAtOnce) {
+  const std::vector<Spec> sizes = {{Kind::kI64, 1}, {Kind::kI32, 1025}, {Kind::kI64, kInline / 8 + 1},
+                                   {Kind::kF64, 6144}, {Kind::kI64, 1 << 17}};
+  const int kRounds = 20;
+  for (auto make : {Exp2, FullyConnected}) {
+    Use(make);
+    for (size_t z = 0; z < sizes.size(); ++z) {
+      Buffer x(sizes[z].kind, {sizes[z].numel});
+      Fill(x, rank, static_cast<int>(z));
+      starling_window_t win;
+      ASSERT_OK(starling_window_create(ctx, &x.t, "mutual", 1, &win));
+      Barrier();
+      for (int round = 0; round < kRounds; ++round) EXPECT_OK(Run(win, Op::kGet, nullptr));
+      Barrier();
+      ExpectBuffers(
+          win, x, [&](int s, size_t i) { return W(s, rank) * static_cast<double>(Val(s, static_cast<int>(z), i)); },
+          [&](int) { return kRounds; }, "gets from each other at once, " + Describe(sizes[z]));
+      EXPECT_OK(starling_window_free(win));
+      if (!AllOk()) return;
     }
   }
 }
@@ -343,7 +375,7 @@ TEST_F(Stress, GetsRaceABlockingCollective) {
   const std::vector<Spec> sizes = {{Kind::kI64, 1}, {Kind::kI64, kInline / 8 + 1}, {Kind::kF64, 6144},
                                    {Kind::kI64, 1 << 17}};
   Buffer big(Kind::kI64, {1 << 17});  // a large allreduce: traffic beside the gets
-  for (size_t z = 0; z < sizes.size() && !HasFailure(); ++z) {
+  for (size_t z = 0; z < sizes.size(); ++z) {
     const int salt = static_cast<int>(z);
     Buffer x(sizes[z].kind, {sizes[z].numel});
     Fill(x, rank, salt);
@@ -354,7 +386,7 @@ TEST_F(Stress, GetsRaceABlockingCollective) {
     if (rank == 0) EXPECT_OK(Run(win, Op::kGet, nullptr));
     EXPECT_OK(starling_allreduce(ctx, &big.t, &big.t, STARLING_SUM, "beside gets"));
     for (size_t i = 0; i < big.numel(); i += 4099)
-      ASSERT_EQ(big.get(i), static_cast<double>(size * (size + 1) / 2 + size * static_cast<int>(i % 5)));
+      EXPECT_EQ(big.get(i), static_cast<double>(size * (size + 1) / 2 + size * static_cast<int>(i % 5)));
     Barrier();
     if (rank == 0) {
       ExpectBuffers(
@@ -370,8 +402,8 @@ TEST_F(Stress, GetsRaceABlockingCollective) {
       ExpectBuffers(
           win, x, [&](int s, size_t i) { return W(s, rank) * static_cast<double>(Val(s, salt, i)); },
           [&](int) { return 1; }, what + " (rank 0 in a barrier)");
-    Barrier();  // nobody frees before everyone has read
     EXPECT_OK(starling_window_free(win));
+    if (!AllOk()) return;
   }
 }
 
@@ -440,9 +472,10 @@ TEST_F(Stress, MutexesContendedByEveryRank) {
   args.require_mutex = 1;
   starling_request_t req;
   ASSERT_OK(starling_window_accumulate_nonblocking(win, &ones.t, &args, &req));
+  // Time for accumulates that ignore the mutex to land (whether this rank's own request
+  // is still waiting is not checked: its target may be slower and release first).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(starling_request_test(req), STARLING_IN_PROGRESS) << "an accumulate under the mutex did not wait";
-  // Reading without require_mutex: what landed despite the held mutexes.
+  // Reading without require_mutex, still holding the mutexes: nothing may have landed.
   ExpectBuffers(
       win, counter, [](int, size_t) { return 0.0; }, [](int) { return 0; }, "buffer written while its owner held the mutex");
   ASSERT_OK(starling_window_mutex_release(win, nullptr, 0, 1));
@@ -782,7 +815,7 @@ TEST_F(Stress, RandomOperationsAgainstAModel) {
         }
       }
     }
-    if (!AllOk(true)) break;  // also the barrier: every rank's ops of the round are done
+    if (!AllOk()) break;  // also the barrier: every rank's ops of the round are done
 
     // Local operations, drawn for every rank (peers' tensors feed the next gets).
     for (size_t w = 0; w < nw; ++w) {
@@ -833,7 +866,7 @@ TEST_F(Stress, RandomOperationsAgainstAModel) {
         }
       }
     }
-    if (!AllOk(true)) break;  // nobody gets from a tensor still being changed
+    if (!AllOk()) break;  // nobody gets from a tensor still being changed
   }
   if (!HasFailure()) {
     for (size_t w = 0; w < nw; ++w) {
