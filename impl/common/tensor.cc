@@ -1,5 +1,7 @@
 #include "impl/common/tensor.h"
 
+#include <cstring>
+
 #include "impl/common/checked.h"
 #include "impl/common/error.h"
 
@@ -11,6 +13,15 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += Str(i ? ", " : "", shape[i]);
   return s + "]";
+}
+
+// DLPack producers may use device types newer than this header (DLPack 1.x adds 14
+// to 17), which C++ must not load as a DLDeviceType: read the field's bytes.
+int32_t DeviceTypeOf(const DLDevice& device) {
+  static_assert(sizeof(device.device_type) == sizeof(int32_t), "DLDeviceType is an int32");
+  int32_t type;
+  std::memcpy(&type, &device.device_type, sizeof type);
+  return type;
 }
 }  // namespace
 
@@ -24,7 +35,7 @@ std::string TensorView::Describe() const { return DTypeName(dtype) + ShapeText(s
 
 std::string DescribeDevice(DLDevice device) {
   const char* name = "unknown";
-  switch (device.device_type) {
+  switch (DeviceTypeOf(device)) {
     case kDLCPU: name = "cpu"; break;
     case kDLCUDA: name = "cuda"; break;
     case kDLCUDAHost: name = "cuda_host"; break;
@@ -43,7 +54,7 @@ std::string DescribeDevice(DLDevice device) {
 TensorView ViewOf(const DLTensor* tensor, const char* what) {
   STARLING_CHECK_ARG(tensor != nullptr, what, " must not be NULL");
   // Host memory only: pinned CUDA/ROCm host memory is ordinary CPU-addressable memory.
-  const DLDeviceType device = tensor->device.device_type;
+  const int32_t device = DeviceTypeOf(tensor->device);
   STARLING_CHECK(device == kDLCPU || device == kDLCUDAHost || device == kDLROCMHost,
                  Code::kUnsupported, what, " is on device ", DescribeDevice(tensor->device),
                  "; this build moves CPU memory only (copy the tensor to the CPU first)");

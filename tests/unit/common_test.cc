@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -183,6 +184,11 @@ TEST(Tensor, RejectsBadTensorsWithClearMessages) {
   Tensor gpu(data, {kDLFloat, 32, 1}, {4});
   gpu.t.device = {kDLCUDA, 1};
   EXPECT_NE(ViewError(&gpu.t, Code::kUnsupported).find("cuda:1"), std::string::npos);
+
+  Tensor hexagon(data, {kDLFloat, 32, 1}, {4});  // DLPack 1.x's kDLHexagon, beyond this header's enum
+  const int32_t hexagon_type = 16;
+  std::memcpy(&hexagon.t.device.device_type, &hexagon_type, sizeof hexagon_type);
+  EXPECT_NE(ViewError(&hexagon.t, Code::kUnsupported).find("device unknown:0"), std::string::npos);
 
   Tensor complex(data, {kDLComplex, 64, 1}, {4});
   EXPECT_NE(ViewError(&complex.t, Code::kUnsupported).find("complex64"), std::string::npos);
