@@ -12,6 +12,7 @@ PACKAGES=(
   python3-networkx python3-sklearn python3-matplotlib python3-tqdm
   python3-setuptools python3-wheel python3-pip python3-venv
   default-jdk-headless junit4 libhamcrest-java
+  clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
 )
 
 missing=()

@@ -18,6 +18,17 @@ starling_status_t SetLastError(Code code, const std::string& message);
 // The same for an exception caught at the boundary.
 starling_status_t StatusFromCurrentException();
 
+// The integer a C caller passed for an enum parameter. C allows any int there, but C++
+// must not load a value outside the enumerators' range as the enum type, so the bytes
+// are read instead: take the parameter by reference, never by value, until then.
+template <typename Enum>
+int EnumValue(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
 // Copies a C array argument, checking its count and pointer.
 template <typename T>
 std::vector<T> CopyArray(const T* data, int count, const char* name) {

@@ -1,13 +1,29 @@
 #include "impl/common/tensor.h"
 
-#include <limits>
+#include <cstring>
 
+#include "impl/common/checked.h"
 #include "impl/common/error.h"
 
 namespace starling {
 namespace {
 constexpr int kMaxDims = 64;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += Str(i ? ", " : "", shape[i]);
+  return s + "]";
 }
+
+// DLPack producers may use device types newer than this header (DLPack 1.x adds 14
+// to 17), which C++ must not load as a DLDeviceType: read the field's bytes.
+int32_t DeviceTypeOf(const DLDevice& device) {
+  static_assert(sizeof(device.device_type) == sizeof(int32_t), "DLDeviceType is an int32");
+  int32_t type;
+  std::memcpy(&type, &device.device_type, sizeof type);
+  return type;
+}
+}  // namespace
 
 size_t TensorView::row_bytes() const {
   size_t n = DTypeSize(dtype);
@@ -15,15 +31,11 @@ size_t TensorView::row_bytes() const {
   return n;
 }
 
-std::string TensorView::Describe() const {
-  std::string s = Str(DTypeName(dtype), "[");
-  for (size_t i = 0; i < shape.size(); ++i) s += Str(i ? ", " : "", shape[i]);
-  return s + "]";
-}
+std::string TensorView::Describe() const { return DTypeName(dtype) + ShapeText(shape); }
 
 std::string DescribeDevice(DLDevice device) {
   const char* name = "unknown";
-  switch (device.device_type) {
+  switch (DeviceTypeOf(device)) {
     case kDLCPU: name = "cpu"; break;
     case kDLCUDA: name = "cuda"; break;
     case kDLCUDAHost: name = "cuda_host"; break;
@@ -42,7 +54,7 @@ std::string DescribeDevice(DLDevice device) {
 TensorView ViewOf(const DLTensor* tensor, const char* what) {
   STARLING_CHECK_ARG(tensor != nullptr, what, " must not be NULL");
   // Host memory only: pinned CUDA/ROCm host memory is ordinary CPU-addressable memory.
-  const DLDeviceType device = tensor->device.device_type;
+  const int32_t device = DeviceTypeOf(tensor->device);
   STARLING_CHECK(device == kDLCPU || device == kDLCUDAHost || device == kDLROCMHost,
                  Code::kUnsupported, what, " is on device ", DescribeDevice(tensor->device),
                  "; this build moves CPU memory only (copy the tensor to the CPU first)");
@@ -59,16 +71,22 @@ TensorView ViewOf(const DLTensor* tensor, const char* what) {
 
   TensorView view;
   view.dtype = *dtype;
-  view.shape.assign(tensor->shape, tensor->shape + tensor->ndim);
+  view.shape.assign(tensor->shape, tensor->shape + tensor->ndim);  // read the caller's shape once
   const size_t elem = DTypeSize(view.dtype);
-  size_t numel = 1;
+  // The product of the non-zero dimensions, in bytes, must fit: then numel, bytes,
+  // row_bytes() and the strides below cannot overflow, even when a zero dimension makes
+  // the tensor empty.
+  uint64_t extent = elem;
   for (int i = 0; i < tensor->ndim; ++i) {
-    const int64_t d = tensor->shape[i];
+    const int64_t d = view.shape[i];
     STARLING_CHECK_ARG(d >= 0, what, " has a negative dimension ", d, " at index ", i);
-    if (d != 0 && numel > std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(d))
-      Fail(Code::kInvalidArgument, what, " is too large: its byte size overflows");
-    numel *= static_cast<size_t>(d);
+    if (d > 0 && !BytesFit(extent, d, &extent)) {
+      Fail(Code::kInvalidArgument, what, ": shape ", ShapeText(view.shape), " of ", DTypeName(view.dtype),
+           " has a byte size that overflows (the limit is 2^63 - 1 bytes)");
+    }
   }
+  size_t numel = 1;
+  for (int64_t d : view.shape) numel *= static_cast<size_t>(d);
   view.numel = numel;
   view.bytes = numel * elem;
 
@@ -76,24 +94,27 @@ TensorView ViewOf(const DLTensor* tensor, const char* what) {
   if (tensor->strides != nullptr && numel > 0) {
     int64_t expected = 1;
     for (int i = tensor->ndim - 1; i >= 0; --i) {
-      if (tensor->shape[i] != 1 && tensor->strides[i] != expected) {
+      if (view.shape[i] != 1 && tensor->strides[i] != expected) {
         Fail(Code::kInvalidArgument, what, " is not contiguous (stride ", tensor->strides[i],
              " at dimension ", i, ", expected ", expected,
              "); pass a contiguous copy (e.g. .contiguous() / np.ascontiguousarray)");
       }
-      expected *= tensor->shape[i];
+      expected *= view.shape[i];
     }
   }
 
-  if (numel > 0) {
-    STARLING_CHECK_ARG(tensor->data != nullptr, what, " has NULL data but ", numel, " elements");
-    const uintptr_t address = reinterpret_cast<uintptr_t>(tensor->data) + tensor->byte_offset;
-    STARLING_CHECK_ARG(address % elem == 0, what, " is misaligned: address 0x", std::hex, address, std::dec,
-                       " is not a multiple of its element size ", elem);
-    view.data = reinterpret_cast<void*>(address);
-  } else {
-    view.data = tensor->data ? static_cast<char*>(tensor->data) + tensor->byte_offset : nullptr;
+  STARLING_CHECK_ARG(numel == 0 || tensor->data != nullptr, what, " has NULL data but ", numel, " elements");
+  if (tensor->data == nullptr) return view;  // empty, nothing is ever read or written
+  // [data + byte_offset, + bytes) must lie inside the address space.
+  const uint64_t base = reinterpret_cast<uintptr_t>(tensor->data);
+  uint64_t address = 0, end = 0;
+  if (!AddFits(base, tensor->byte_offset, &address) || !AddFits(address, view.bytes, &end) || end > kMaxBytes) {
+    Fail(Code::kInvalidArgument, what, ": data 0x", std::hex, base, std::dec, " + byte_offset ",
+         tensor->byte_offset, " + ", view.bytes, " bytes runs past the end of the address space");
   }
+  STARLING_CHECK_ARG(numel == 0 || address % elem == 0, what, " is misaligned: address 0x", std::hex, address,
+                     std::dec, " is not a multiple of its element size ", elem);
+  view.data = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
   return view;
 }
 

@@ -28,9 +28,11 @@ struct TensorView {
 };
 
 // Checks `tensor` (named `what` in messages): non-NULL, CPU memory, supported dtype
-// with lanes 1, non-negative shape without overflow, data non-NULL unless empty,
-// row-major contiguous, aligned to the element size. Throws Error naming the problem
-// (kInvalidArgument, or kUnsupported for dtype and device).
+// with lanes 1, ndim in [0, 64], non-negative shape whose byte size fits in 2^63 - 1
+// (checked without overflow), data non-NULL unless empty, data + byte_offset + bytes
+// inside the address space, row-major contiguous, aligned to the element size. Throws
+// Error naming the problem (kInvalidArgument, or kUnsupported for dtype and device).
+// Nothing is read through `data`: a pointer to unmapped memory cannot be detected.
 TensorView ViewOf(const DLTensor* tensor, const char* what);
 
 // Input/output pairs: the same memory (in place) or disjoint; anything else is an error.

@@ -5,24 +5,13 @@
 #include <cstring>
 #include <vector>
 
+#include "impl/common/checked.h"
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 
 namespace starling::ops {
 namespace {
-
-struct BlockMeta {
-  int32_t rank;
-  int32_t has_data;
-  int64_t first_dim;
-  int64_t out_first_dim;
-};
-
-struct Block {
-  BlockMeta meta;
-  const char* data;  // valid when meta.has_data
-};
 
 class AllgatherOp : public runtime::Op {
  public:
@@ -47,10 +36,13 @@ class AllgatherOp : public runtime::Op {
     const int r = context.rank();
 
     Exchange ex(context, transport::Channel::kCollective, Label());
-    std::vector<Block> blocks = GatherMetadata(context, ex, sig);  // indexed by rank
+    std::vector<GatherBlock> blocks = GatherMetadata(context, ex, sig);  // indexed by rank
 
     int64_t total = 0;
-    for (const Block& b : blocks) total += b.meta.first_dim;
+    for (const GatherBlock& b : blocks) {
+      STARLING_CHECK(AddFits(total, b.meta.first_dim, &total), Code::kMismatch, Describe(),
+                     ": the gathered first dimensions overflow");
+    }
     if (first_dims_ != nullptr) {
       for (int q = 0; q < p; ++q) first_dims_[q] = blocks[q].meta.first_dim;
     }
@@ -91,24 +83,24 @@ class AllgatherOp : public runtime::Op {
   // Bruck's allgather of (metadata, small data), in the dissemination direction shared
   // by every classic collective: before round k rank r knows the blocks of r, r - 1,
   // ..., r - 2^k + 1; it sends them to r + 2^k and receives those of r - 2^k, ...
-  std::vector<Block> GatherMetadata(runtime::Context& context, Exchange& ex, const Signature& sig) {
+  std::vector<GatherBlock> GatherMetadata(runtime::Context& context, Exchange& ex, const Signature& sig) {
     const int p = context.size();
     const int r = context.rank();
     Agreement agreement(r, sig);
-    std::vector<Block> window;
+    std::vector<GatherBlock> window;
     window.reserve(p);
-    BlockMeta own{r, 0, in_.first_dim(), gather_ ? out_.first_dim() : 0};
+    GatherMeta own{r, 0, in_.first_dim(), gather_ ? out_.first_dim() : 0};
     own.has_data = gather_ && in_.bytes <= ex.inline_bytes() ? 1 : 0;
-    window.push_back(Block{own, static_cast<const char*>(in_.data)});
+    window.push_back(GatherBlock{own, static_cast<const char*>(in_.data)});
     for (int k = 0, d = 1; k < DisseminationRounds(p); ++k, d <<= 1) {
       const size_t count = std::min<size_t>(std::min(d, p - d), window.size());
-      size_t bytes = count * sizeof(BlockMeta);
+      size_t bytes = count * sizeof(GatherMeta);
       for (size_t i = 0; i < count; ++i)
         if (window[i].meta.has_data) bytes += static_cast<size_t>(window[i].meta.first_dim) * in_.row_bytes();
       runtime::ScratchPool::Buffer packed = context.scratch().Get(bytes);
-      char* cursor = packed.data() + count * sizeof(BlockMeta);
+      char* cursor = packed.data() + count * sizeof(GatherMeta);
       for (size_t i = 0; i < count; ++i) {
-        std::memcpy(packed.data() + i * sizeof(BlockMeta), &window[i].meta, sizeof(BlockMeta));
+        std::memcpy(packed.data() + i * sizeof(GatherMeta), &window[i].meta, sizeof(GatherMeta));
         if (!window[i].meta.has_data) continue;
         const size_t n = static_cast<size_t>(window[i].meta.first_dim) * in_.row_bytes();
         if (n > 0) std::memcpy(cursor, window[i].data, n);
@@ -121,10 +113,14 @@ class AllgatherOp : public runtime::Op {
       const int frame = ex.RecvFrame((r - d + p) % p);  // the world group: peers by rank
       ex.Wait();  // frames stay alive (no Clear) so their payloads back the blocks
       const Header& h = ex.header(frame);
-      if (agreement.Check(h)) Unpack(ex.payload(frame), h.payload_bytes, std::min(d, p - d), &window);
+      if (agreement.Check(h)) {
+        const std::string problem =
+            UnpackGatherBlocks(ex.payload(frame), h.payload_bytes, std::min(d, p - d), in_.row_bytes(), &window);
+        STARLING_CHECK(problem.empty(), Code::kMismatch, Describe(), ": rank ", (r - d + p) % p, " sent ", problem);
+      }
     }
     agreement.ThrowIfPoisoned();
-    std::vector<Block> by_rank(p);
+    std::vector<GatherBlock> by_rank(p);
     for (int i = 0; i < p; ++i) {
       const int q = (r - i + p) % p;  // window[i] holds rank r - i
       STARLING_CHECK(i < static_cast<int>(window.size()) && window[i].meta.rank == q, Code::kMismatch,
@@ -132,21 +128,6 @@ class AllgatherOp : public runtime::Op {
       by_rank[q] = window[i];
     }
     return by_rank;
-  }
-
-  void Unpack(const char* payload, size_t bytes, int count, std::vector<Block>* window) const {
-    const size_t meta_bytes = static_cast<size_t>(count) * sizeof(BlockMeta);
-    STARLING_CHECK(bytes >= meta_bytes, Code::kMismatch, Describe(), ": truncated metadata from a peer");
-    const char* cursor = payload + meta_bytes;
-    for (int i = 0; i < count; ++i) {
-      Block b;
-      std::memcpy(&b.meta, payload + i * sizeof(BlockMeta), sizeof(BlockMeta));
-      STARLING_CHECK(b.meta.first_dim >= 0, Code::kMismatch, Describe(), ": malformed metadata from a peer");
-      b.data = cursor;
-      if (b.meta.has_data) cursor += static_cast<size_t>(b.meta.first_dim) * in_.row_bytes();
-      STARLING_CHECK(cursor <= payload + bytes, Code::kMismatch, Describe(), ": truncated data from a peer");
-      window->push_back(b);
-    }
   }
 
   TensorView in_;

@@ -19,7 +19,6 @@ using transport::Ticket;
 
 constexpr size_t kMaxOutstandingChunks = 16;  // per stream: bounds MPI requests in flight
 constexpr size_t kStreamSlots = 4;            // scratch slots of a RecvStream
-constexpr uint64_t kMaxFramePayload = uint64_t{1} << 40;
 constexpr int kSpinsBeforeYield = 128;
 }  // namespace
 
@@ -204,22 +203,16 @@ bool Exchange::ProgressFrame(Frame& f) {
   Completion completion;
   if (!transport_.Test(f.ticket, &completion)) return false;
   f.header_done = true;
-  STARLING_CHECK(completion.bytes >= sizeof(Header), Code::kMismatch, what_(), ": rank ", f.peer, " sent a ",
-                 completion.bytes, "-byte message where a header was expected; ranks are out of step");
-  std::memcpy(&f.header, f.buffer.data(), sizeof(Header));
+  const std::string problem = ValidateFrameHeader(f.buffer.data(), completion.bytes, &f.header);
+  STARLING_CHECK(problem.empty(), Code::kMismatch, what_(), ": rank ", f.peer, " sent ", problem,
+                 "; ranks are out of step");
   const Header& h = f.header;
-  STARLING_CHECK(h.magic == kHeaderMagic, Code::kMismatch, what_(), ": rank ", f.peer,
-                 " sent a message that is not a Starling header; ranks are out of step");
   if (h.flags & kFlagPayloadInline) {
-    STARLING_CHECK(completion.bytes == sizeof(Header) + h.payload_bytes, Code::kMismatch, what_(),
-                   ": malformed message from rank ", f.peer);
     f.data = f.buffer.data() + sizeof(Header);
     f.done = true;
     --active_;
     return true;
   }
-  STARLING_CHECK(h.payload_bytes <= kMaxFramePayload && h.chunk >= 1, Code::kMismatch, what_(),
-                 ": malformed message from rank ", f.peer);
   f.payload = context_.scratch().Get(h.payload_bytes);
   f.data = f.payload.data();
   f.payload_stream = &AddStream(false, f.peer, nullptr, f.payload.data(), h.payload_bytes, h.chunk, nullptr);

@@ -18,12 +18,8 @@
 
 namespace starling::ops {
 
-// Largest payload that travels inside its header's message; receives of frames are
-// posted with room for it. STARLING_INLINE_BYTES is clamped to this.
-constexpr size_t kMaxInlineBytes = 64 << 10;
-// Largest single message (MPI counts are ints). Streams that gain nothing from
-// pipelining travel as one message up to this size.
-constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+// Streams that gain nothing from pipelining travel as one message up to
+// kMaxMessageBytes (wire.h).
 inline size_t WholeMessageChunk(size_t bytes) { return bytes == 0 ? 1 : std::min(bytes, kMaxMessageBytes); }
 
 // Called for each chunk of a stream once it has arrived, in order.

@@ -52,7 +52,7 @@ class HierarchicalOp : public runtime::Op {
       for (size_t s = 0; s < sources.size(); ++s) {
         const Segment& segment = received[s][0];
         STARLING_CHECK(segment.info.kind == info.kind && segment.info.dtype == info.dtype &&
-                           segment.info.count == info.count,
+                           segment.info.count == info.count && segment.info.bytes == info.bytes,
                        Code::kMismatch, "rank ", sources[s], " sent ", DescribeSegment(segment.info),
                        " but this rank called ", DescribeSegment(info));
         const double w = plan_.uniform ? 1.0 / (local * (k + 1)) : plan_.recv_weights[s] * segment.info.weight / local;

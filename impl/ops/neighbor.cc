@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "impl/common/checked.h"
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/neighbor_exchange.h"
@@ -145,8 +146,13 @@ class NeighborAllgatherOp : public runtime::Op {
     for (size_t s = 0; s < plan_.recv_ranks.size(); ++s) {
       const SegmentInfo& got = received[s][0].info;
       STARLING_CHECK(SameSegmentShape(got, info), Code::kMismatch, MismatchText(plan_.recv_ranks[s], got, info));
+      // Its rows must be what it sent, and all rows must fit `out` (checked below).
+      uint64_t rows_bytes = 0;
+      STARLING_CHECK(got.first_dim >= 0 && BytesFit(got.first_dim, got.count, &rows_bytes) &&
+                         got.bytes == (gather_ ? rows_bytes : 0) && AddFits(total, got.first_dim, &total),
+                     Code::kMismatch, "rank ", plan_.recv_ranks[s], " sent malformed data: ", DescribeSegment(got),
+                     " with ", got.bytes, " bytes");
       if (first_dims_) first_dims_[s] = got.first_dim;
-      total += got.first_dim;
     }
     if (!gather_) return;
     STARLING_CHECK(total == out_.first_dim(), Code::kMismatch, "out has first dimension ", out_.first_dim(),

@@ -109,31 +109,23 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
     for (size_t s = 0; s < sources.size(); ++s) {
       if (frames[s] < 0) continue;
       const Header& h = ex.header(frames[s]);
-      STARLING_CHECK(h.sig.kind == OpKind::kNeighborAllreduce && h.sig.count >= 0 &&
-                         h.payload_bytes >= static_cast<uint64_t>(h.sig.count) * sizeof(SegmentInfo),
-                     Code::kMismatch, what(), ": rank ", sources[s], " sent ", DescribeSignature(h.sig),
-                     " where this rank expected neighbor data; ranks are calling different operations");
-      const std::shared_ptr<runtime::ScratchPool::Buffer> frame_storage = ex.TakeFrameStorage(frames[s]);
-      std::shared_ptr<runtime::ScratchPool::Buffer> storage = frame_storage;  // where the data lives
-      const char* payload = ex.payload(frames[s]);
-      const char* table_end = payload + h.sig.count * sizeof(SegmentInfo);
-      // Header::aux = bytes of data following in one message (0: packed in the frame).
-      const char* cursor = table_end;
-      const char* limit = payload + h.payload_bytes;
-      if (h.aux > 0) {
+      NeighborTable table;
+      const std::string problem = ParseNeighborTable(h, ex.payload(frames[s]), &table);
+      STARLING_CHECK(problem.empty(), Code::kMismatch, what(), ": rank ", sources[s], " ", problem);
+      // The data lives in the frame (packed) or in one raw message that follows it.
+      std::shared_ptr<runtime::ScratchPool::Buffer> storage = ex.TakeFrameStorage(frames[s]);
+      const char* cursor = ex.payload(frames[s]) + table.table_bytes;
+      if (!table.packed) {
         storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(h.aux));
         ex.RecvRaw(sources[s], storage->data(), h.aux, nullptr, h.sig.chunk);
         cursor = storage->data();
-        limit = cursor + h.aux;
       }
-      for (int64_t i = 0; i < h.sig.count; ++i) {
+      for (const SegmentInfo& info : table.entries) {
         Segment segment;
-        std::memcpy(&segment.info, payload + i * sizeof(SegmentInfo), sizeof(SegmentInfo));
-        STARLING_CHECK(segment.info.bytes <= static_cast<uint64_t>(limit - cursor), Code::kMismatch, what,
-                       ": malformed neighbor data from rank ", sources[s]);
+        segment.info = info;
         segment.storage = storage;
         segment.data = cursor;
-        cursor += segment.info.bytes;
+        cursor += info.bytes;
         arrived[s].push_back(std::move(segment));
       }
     }

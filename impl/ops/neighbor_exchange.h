@@ -19,19 +19,6 @@
 
 namespace starling::ops {
 
-// One entry of a neighbor frame's table (fixed layout on the wire).
-struct SegmentInfo {
-  uint64_t seq = 0;         // the operation's sequence number
-  int64_t count = 0;        // elements (allreduce) or bytes per row (allgather)
-  int64_t first_dim = 0;    // allgather: rows
-  uint64_t bytes = 0;       // data bytes of this segment
-  double weight = 1.0;      // the sender's destination weight
-  uint32_t shape_hash = 0;  // allgather: trailing dimensions
-  OpKind kind = OpKind::kNone;
-  uint8_t dtype = 0;
-  uint8_t reserved[2] = {};
-};
-
 struct Segment {
   SegmentInfo info;
   std::shared_ptr<runtime::ScratchPool::Buffer> storage;  // keeps `data` alive

@@ -1,5 +1,8 @@
 #include "impl/ops/wire.h"
 
+#include <cstring>
+
+#include "impl/common/checked.h"
 #include "impl/common/error.h"
 
 namespace starling::ops {
@@ -44,6 +47,73 @@ std::string DescribeSignature(const Signature& sig) {
   if (sig.kind == OpKind::kBroadcast) s += Str(", root ", sig.root);
   s += Str(", chunk ", sig.chunk, ")");
   return s;
+}
+
+std::string ValidateFrameHeader(const void* message, size_t length, Header* header) {
+  if (length < sizeof(Header)) return Str("a ", length, "-byte message where a header was expected");
+  std::memcpy(header, message, sizeof(Header));
+  const Header& h = *header;
+  if (h.magic != kHeaderMagic) return "a message that is not a Starling header";
+  if (h.flags & ~(kFlagPoisoned | kFlagPayloadInline)) return Str("a header with unknown flags 0x", std::hex, h.flags);
+  const size_t inline_bytes = length - sizeof(Header);
+  if (h.flags & kFlagPayloadInline) {
+    if (h.payload_bytes != inline_bytes)
+      return Str("a malformed header (", h.payload_bytes, " inline payload bytes in a ", length, "-byte message)");
+    return "";
+  }
+  if (inline_bytes != 0) return Str("a malformed header (", inline_bytes, " unexpected bytes after it)");
+  if (h.payload_bytes > kMaxFramePayload || h.chunk < 1 || h.chunk > kMaxMessageBytes)
+    return Str("a malformed header (payload of ", h.payload_bytes, " bytes in chunks of ", h.chunk, ")");
+  return "";
+}
+
+std::string ParseNeighborTable(const Header& h, const char* payload, NeighborTable* table) {
+  if (h.sig.kind != OpKind::kNeighborAllreduce)
+    return Str("sent ", DescribeSignature(h.sig),
+               " where this rank expected neighbor data; ranks are calling different operations");
+  uint64_t table_bytes = 0;
+  if (h.sig.count < 0 || !MulFits(h.sig.count, sizeof(SegmentInfo), &table_bytes) || table_bytes > h.payload_bytes)
+    return Str("sent a malformed neighbor frame (", h.sig.count, " table entries in ", h.payload_bytes, " bytes)");
+  std::vector<SegmentInfo> entries(static_cast<size_t>(h.sig.count));
+  if (table_bytes > 0) std::memcpy(entries.data(), payload, table_bytes);
+  uint64_t data_bytes = 0;
+  for (const SegmentInfo& e : entries) {
+    if (!AddFits(data_bytes, e.bytes, &data_bytes))
+      return "sent a malformed neighbor frame (its segment sizes overflow)";
+  }
+  const bool packed = h.aux == 0;
+  const uint64_t available = packed ? h.payload_bytes - table_bytes : h.aux;
+  if (data_bytes != available || (!packed && h.payload_bytes != table_bytes))
+    return Str("sent a malformed neighbor frame (segments of ", data_bytes, " bytes where ", available,
+               " bytes of data follow)");
+  if (!packed && (h.aux > kMaxFramePayload || h.sig.chunk < 1 || h.sig.chunk > kMaxMessageBytes))
+    return Str("sent a malformed neighbor frame (", h.aux, " data bytes in chunks of ", h.sig.chunk, ")");
+  table->entries = std::move(entries);
+  table->packed = packed;
+  table->table_bytes = static_cast<size_t>(table_bytes);
+  return "";
+}
+
+std::string UnpackGatherBlocks(const char* payload, uint64_t bytes, int count, uint64_t row_bytes,
+                               std::vector<GatherBlock>* blocks) {
+  uint64_t offset = 0;
+  if (count < 0 || !MulFits(count, sizeof(GatherMeta), &offset) || offset > bytes)
+    return Str("truncated metadata (", count, " entries in ", bytes, " bytes)");
+  std::vector<GatherBlock> unpacked(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    GatherBlock& b = unpacked[static_cast<size_t>(i)];
+    std::memcpy(&b.meta, payload + static_cast<size_t>(i) * sizeof(GatherMeta), sizeof(GatherMeta));
+    if (b.meta.first_dim < 0 || (b.meta.has_data != 0 && b.meta.has_data != 1))
+      return Str("malformed metadata (first dimension ", b.meta.first_dim, ", has_data ", b.meta.has_data, ")");
+    b.data = payload + offset;
+    uint64_t n = 0;
+    if (b.meta.has_data && (!BytesFit(b.meta.first_dim, row_bytes, &n) || n > bytes - offset))
+      return Str("truncated data (", b.meta.first_dim, " rows of ", row_bytes, " bytes, ", bytes - offset, " left)");
+    offset += n;
+  }
+  if (offset != bytes) return Str("malformed metadata (", bytes - offset, " bytes left over)");
+  blocks->insert(blocks->end(), unpacked.begin(), unpacked.end());
+  return "";
 }
 
 void Agreement::Stamp(Header* header) const {

@@ -6,8 +6,10 @@
 // signatures, so the news reaches every rank that depends on it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "impl/common/dtype.h"
 
@@ -53,6 +55,15 @@ constexpr uint32_t kHeaderMagic = 0x53544c31;  // "STL1"
 constexpr uint32_t kFlagPoisoned = 1u << 0;
 constexpr uint32_t kFlagPayloadInline = 1u << 1;
 
+// Largest payload that travels inside its header's message; receives of frames are
+// posted with room for it. STARLING_INLINE_BYTES is clamped to this.
+constexpr size_t kMaxInlineBytes = 64 << 10;
+// Largest single message (MPI counts are ints). Streams that gain nothing from
+// pipelining travel as one message up to this size.
+constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+// Largest payload a header may announce.
+constexpr uint64_t kMaxFramePayload = uint64_t{1} << 40;
+
 struct Header {
   uint32_t magic = kHeaderMagic;
   uint32_t flags = 0;
@@ -66,6 +77,12 @@ struct Header {
   Signature culprit_sig_a;
   Signature culprit_sig_b;
 };
+
+// Checks a received frame message (`length` bytes: a Header, then its payload when
+// flagged inline) and copies the header into *header. Returns "" if it is well formed,
+// else what is wrong ("a 12-byte message where a header was expected"). Pure, so the
+// fuzzer (tests/fuzz) drives it directly.
+std::string ValidateFrameHeader(const void* message, size_t length, Header* header);
 
 // Tracks whether this rank has seen (directly or through poisoned headers) a
 // disagreement in the current operation.
@@ -89,5 +106,46 @@ class Agreement {
   int culprit_a_ = -1, culprit_b_ = -1;
   Signature sig_a_, sig_b_;
 };
+
+// One entry of a neighbor frame's table (see neighbor_exchange.h).
+struct SegmentInfo {
+  uint64_t seq = 0;         // the operation's sequence number
+  int64_t count = 0;        // elements (allreduce) or bytes per row (allgather)
+  int64_t first_dim = 0;    // allgather: rows
+  uint64_t bytes = 0;       // data bytes of this segment
+  double weight = 1.0;      // the sender's destination weight
+  uint32_t shape_hash = 0;  // allgather: trailing dimensions
+  OpKind kind = OpKind::kNone;
+  uint8_t dtype = 0;
+  uint8_t reserved[2] = {};
+};
+
+// A neighbor frame: header.sig.count table entries at the start of its payload, then
+// their data, packed in the payload (header.aux == 0) or following as one message of
+// header.aux bytes in header.sig.chunk chunks.
+struct NeighborTable {
+  std::vector<SegmentInfo> entries;
+  bool packed = true;
+  size_t table_bytes = 0;  // where packed data starts in the payload
+};
+// Reads the table of a frame whose payload (header.payload_bytes bytes) is `payload`.
+// Returns "" or what is wrong ("sent ... where this rank expected neighbor data").
+std::string ParseNeighborTable(const Header& header, const char* payload, NeighborTable* table);
+
+// allgather's metadata per rank, gathered by dissemination (fixed layout on the wire).
+struct GatherMeta {
+  int32_t rank;
+  int32_t has_data;  // 1: the block's rows travel with the metadata
+  int64_t first_dim;
+  int64_t out_first_dim;
+};
+struct GatherBlock {
+  GatherMeta meta;
+  const char* data;  // meta.first_dim * row_bytes bytes, when meta.has_data
+};
+// Appends the `count` blocks packed in `payload` (`bytes` long: their metadata, then the
+// rows of those with has_data). Returns "" or what is wrong; on error nothing is appended.
+std::string UnpackGatherBlocks(const char* payload, uint64_t bytes, int count, uint64_t row_bytes,
+                               std::vector<GatherBlock>* blocks);
 
 }  // namespace starling::ops

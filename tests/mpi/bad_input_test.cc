@@ -1,6 +1,7 @@
 // Bad input on purpose, for every entry point of the foundation: each call must return
 // the documented status with a message naming the problem, and leave the context
 // usable. Ranks that disagree get STARLING_ERR_MISMATCH on every rank, not a hang.
+#include <functional>
 #include <thread>
 
 #include "test_util.h"
@@ -91,6 +92,101 @@ TEST_F(BadInput, TensorsAreValidatedBeforeAnythingIsQueued) {
   shifted.shape = t.t.shape;
   EXPECT_ERROR(starling_allreduce(ctx, &good.t, &shifted, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
                "partially overlap");
+}
+
+// A descriptor broken in one way (from a valid float32[8]) and the message it must give.
+struct BadDescriptor {
+  const char* name;
+  const char* message;
+  std::function<void(DLTensor*)> apply;
+};
+
+std::vector<BadDescriptor> BadDescriptors() {
+  static int64_t two61[] = {int64_t{1} << 61};
+  static int64_t wraps[] = {int64_t{1} << 32, int64_t{1} << 32};
+  static int64_t negative[] = {-4};
+  static int64_t reversed[] = {-1};
+  static std::vector<int64_t> deep(65, 1);
+  return {
+      {"shape [2^61] of float32 (2^63 bytes)",
+       "shape [2305843009213693952] of float32 has a byte size that overflows",
+       [](DLTensor* t) { t->shape = two61; }},
+      {"float64 [2^32, 2^32] (wraps to 0 bytes)", "shape [4294967296, 4294967296] of float64 has a byte size that overflows",
+       [](DLTensor* t) { t->shape = wraps; t->ndim = 2; t->dtype = {kDLFloat, 64, 1}; }},
+      {"byte_offset 2^63", "+ byte_offset 9223372036854775808 + 32 bytes runs past the end of the address space",
+       [](DLTensor* t) { t->byte_offset = uint64_t{1} << 63; }},
+      {"byte_offset 2^64 - 4", "+ byte_offset 18446744073709551612 + 32 bytes runs past the end of the address space",
+       [](DLTensor* t) { t->byte_offset = UINT64_MAX - 3; }},
+      {"negative dimension", "negative dimension -4 at index 0", [](DLTensor* t) { t->shape = negative; }},
+      {"negative stride", "not contiguous (stride -1 at dimension 0, expected 1)",
+       [](DLTensor* t) { t->strides = reversed; }},
+      {"ndim 65", "ndim 65 (must be between 0 and 64)",
+       [](DLTensor* t) { t->shape = deep.data(); t->ndim = 65; }},
+      {"ndim -1", "ndim -1 (must be between 0 and 64)", [](DLTensor* t) { t->ndim = -1; }},
+  };
+}
+
+// Every entry point that takes a tensor rejects each bad descriptor before touching its
+// memory or queuing anything; then the context still works on every rank.
+TEST_F(BadInput, DescriptorsWhoseSizesOverflowOnEveryEntryPoint) {
+  Probe good;
+  Buffer gathered(Kind::kF32, {8 * static_cast<int64_t>(size)});
+  Buffer window_tensor(Kind::kF32, {8});
+  starling_window_t win = nullptr;
+  ASSERT_OK(starling_window_create(ctx, &window_tensor.t, "bad_descriptors", 1, &win));
+  int64_t dims[8] = {};
+  const int peer = (rank + 1) % size;
+  starling_request_t req = nullptr;
+  auto nonblocking = [&req](starling_status_t s) {
+    EXPECT_EQ(req, nullptr) << "a failed call left a request behind";
+    return s;
+  };
+  const std::vector<std::pair<const char*, std::function<starling_status_t(DLTensor*)>>> calls = {
+      {"allreduce in place", [&](DLTensor* b) { return starling_allreduce(ctx, b, b, STARLING_SUM, "bad"); }},
+      {"allreduce out", [&](DLTensor* b) { return starling_allreduce(ctx, &good.t, b, STARLING_SUM, "bad"); }},
+      {"allreduce_nonblocking", [&](DLTensor* b) {
+         return nonblocking(starling_allreduce_nonblocking(ctx, b, b, STARLING_AVERAGE, "bad", &req));
+       }},
+      {"local_allreduce", [&](DLTensor* b) { return starling_local_allreduce(ctx, b, b, STARLING_SUM, "bad"); }},
+      {"broadcast", [&](DLTensor* b) { return starling_broadcast(ctx, b, b, 0, "bad"); }},
+      {"allgather in", [&](DLTensor* b) { return starling_allgather(ctx, b, &gathered.t, dims, "bad"); }},
+      {"allgather out", [&](DLTensor* b) { return starling_allgather(ctx, &good.t, b, dims, "bad"); }},
+      {"allgather_first_dims", [&](DLTensor* b) { return starling_allgather_first_dims(ctx, b, dims, "bad"); }},
+      {"neighbor_allreduce", [&](DLTensor* b) { return starling_neighbor_allreduce(ctx, b, b, nullptr); }},
+      {"neighbor_allreduce_nonblocking", [&](DLTensor* b) {
+         return nonblocking(starling_neighbor_allreduce_nonblocking(ctx, b, b, nullptr, &req));
+       }},
+      {"neighbor_allgather", [&](DLTensor* b) { return starling_neighbor_allgather(ctx, b, &gathered.t, dims, nullptr); }},
+      {"neighbor_allgather out", [&](DLTensor* b) { return starling_neighbor_allgather(ctx, &good.t, b, dims, nullptr); }},
+      {"neighbor_allgather_first_dims",
+       [&](DLTensor* b) { return starling_neighbor_allgather_first_dims(ctx, b, dims, nullptr); }},
+      {"hierarchical_neighbor_allreduce",
+       [&](DLTensor* b) { return starling_hierarchical_neighbor_allreduce(ctx, b, b, nullptr); }},
+      {"pair_gossip", [&](DLTensor* b) { return starling_pair_gossip(ctx, b, b, peer, 0.5, 0.5, "bad"); }},
+      {"window_create", [&](DLTensor* b) {
+         starling_window_t w = nullptr;
+         const starling_status_t s = starling_window_create(ctx, b, "never_created", 0, &w);
+         EXPECT_EQ(w, nullptr);
+         return s;
+       }},
+      {"window_put", [&](DLTensor* b) { return starling_window_put(win, b, nullptr); }},
+      {"window_accumulate", [&](DLTensor* b) { return starling_window_accumulate(win, b, nullptr); }},
+  };
+  for (const BadDescriptor& bad : BadDescriptors()) {
+    for (const auto& [name, call] : calls) {
+      SCOPED_TRACE(std::string(name) + " with " + bad.name);
+      Probe t;
+      bad.apply(&t.t);
+      EXPECT_ERROR(call(&t.t), STARLING_ERR_INVALID_ARGUMENT, bad.message);
+    }
+  }
+  ASSERT_OK(starling_window_free(win));
+  // Nothing was queued or written: the context still lines up on every rank.
+  Buffer x(Kind::kF64, {3});
+  x.set(0, 2.0);
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after bad descriptors"));
+  EXPECT_EQ(x.get(0), 2.0 * size);
+  ASSERT_OK(starling_barrier(ctx));
 }
 
 TEST_F(BadInput, OperationArguments) {

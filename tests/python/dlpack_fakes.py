@@ -30,21 +30,29 @@ _new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class FakeTensor:
-    """A float32 vector whose DLPack export claims `device_type` (2 = CUDA). Its
-    capsules have no deleter; the object keeps the memory alive."""
+    """A float32 vector of n elements whose DLPack export claims `device_type` (2 =
+    CUDA). The keyword arguments replace fields of the descriptor to make malformed ones:
+    shape, strides, ndim (default: len(shape)), byte_offset, dtype as (code, bits,
+    lanes). Its capsules have no deleter; the object keeps the memory alive."""
 
-    def __init__(self, n: int = 4, device_type: int = 2, name: bytes = b"dltensor") -> None:
+    def __init__(self, n: int = 4, device_type: int = 2, name: bytes = b"dltensor", *, shape=None, strides=None,
+                 ndim=None, byte_offset: int = 0, dtype=(2, 32, 1)) -> None:
         self.array = np.zeros(n, dtype=np.float32)
-        self.shape_buffer = (ctypes.c_int64 * 1)(n)
+        shape = (n,) if shape is None else tuple(shape)
+        self.shape_buffer = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.strides_buffer = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
         self.managed = DLManagedTensor()
         t = self.managed.dl_tensor
         t.data = self.array.ctypes.data
         t.device = DLDevice(device_type, 0)
-        t.ndim = 1
-        t.dtype = DLDataType(2, 32, 1)  # kDLFloat, 32 bits
+        t.ndim = len(shape) if ndim is None else ndim
+        t.dtype = DLDataType(*dtype)  # default: kDLFloat, 32 bits
         t.shape = self.shape_buffer
+        if self.strides_buffer is not None:
+            t.strides = self.strides_buffer
+        t.byte_offset = byte_offset
         self.name = name
-        self.shape = (n,)
+        self.shape = shape
         self.device_type = device_type
 
     def capsule(self):

@@ -1,6 +1,8 @@
 """Bad input from Python: every case raises TypeError or ValueError (or a Starling
 exception subclassing them) with a message saying what to do; nothing crashes."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -79,6 +81,46 @@ def test_tensors_on_an_unsupported_device(ctx):
         bf.allreduce(torch.zeros(3, device="meta"))
     with pytest.raises(ValueError, match="not supported"):
         bf.allreduce(torch.zeros(3).to_sparse())
+
+
+# Descriptors whose sizes overflow or make no sense (data: 8 float32, 32 bytes), with the
+# message each must give; they reach the C library exactly as written.
+BAD_DESCRIPTORS = [
+    (dict(shape=[2**61]), "shape [2305843009213693952] of float32 has a byte size that overflows"),
+    (dict(shape=[2**32, 2**32], dtype=(2, 64, 1)),
+     "shape [4294967296, 4294967296] of float64 has a byte size that overflows"),
+    (dict(byte_offset=2**63), "+ byte_offset 9223372036854775808 + 32 bytes runs past the end of the address space"),
+    (dict(byte_offset=2**64 - 4), "+ byte_offset 18446744073709551612 + 32 bytes runs past the end of the address space"),
+    (dict(shape=[-4]), "negative dimension -4 at index 0"),
+    (dict(strides=[-1]), "not contiguous (stride -1 at dimension 0, expected 1)"),
+    (dict(shape=[1] * 65), "ndim 65 (must be between 0 and 64)"),
+    (dict(ndim=-1), "ndim -1 (must be between 0 and 64)"),
+]
+
+
+# The entry points that take a tensor, called straight through the private module.
+DESCRIPTOR_CALLS = {
+    "allreduce_in_place": lambda h, bad, good, dims: _core.allreduce(h, bad.capsule(), bad.capsule(), 0, "bad"),
+    "allreduce_out": lambda h, bad, good, dims: _core.allreduce(h, good.__dlpack__(), bad.capsule(), 0, "bad"),
+    "allreduce_nonblocking": lambda h, bad, good, dims: _core.allreduce_nonblocking(h, bad.capsule(),
+                                                                                    bad.capsule(), 0, "bad"),
+    "local_allreduce": lambda h, bad, good, dims: _core.local_allreduce(h, bad.capsule(), bad.capsule(), 0, "bad"),
+    "broadcast": lambda h, bad, good, dims: _core.broadcast(h, bad.capsule(), bad.capsule(), 0, "bad"),
+    "allgather_first_dims": lambda h, bad, good, dims: _core.allgather_first_dims(h, bad.capsule(), dims, "bad"),
+    "window_create": lambda h, bad, good, dims: _core.window_create(h, bad.capsule(), "never_created", 0),
+}
+
+
+@pytest.mark.parametrize("call", DESCRIPTOR_CALLS.values(), ids=DESCRIPTOR_CALLS.keys())
+@pytest.mark.parametrize("fields,message", BAD_DESCRIPTORS, ids=[m.split(" (")[0] for _, m in BAD_DESCRIPTORS])
+def test_descriptors_whose_sizes_overflow(ctx, fields, message, call):
+    bad = FakeTensor(8, device_type=1, **fields)
+    good = np.zeros(8, dtype=np.float32)
+    with pytest.raises(starling.InvalidArgumentError, match=re.escape(message)):
+        call(ctx._handle, bad, good, np.zeros(SIZE, dtype=np.int64))
+    assert not np.any(bad.array) and not np.any(good)  # nothing was written
+    ctx.barrier()  # nothing was queued: every rank still lines up
+    assert np.all(ctx.allreduce(np.ones(2)) == SIZE)
 
 
 def test_bad_capsules(ctx):

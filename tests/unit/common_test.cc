@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -192,6 +193,11 @@ TEST(Tensor, RejectsBadTensorsWithClearMessages) {
   gpu.t.device = {kDLCUDA, 1};
   EXPECT_NE(ViewError(&gpu.t, Code::kUnsupported).find("cuda:1"), std::string::npos);
 
+  Tensor hexagon(data, {kDLFloat, 32, 1}, {4});  // DLPack 1.x's kDLHexagon, beyond this header's enum
+  const int32_t hexagon_type = 16;
+  std::memcpy(&hexagon.t.device.device_type, &hexagon_type, sizeof hexagon_type);
+  EXPECT_NE(ViewError(&hexagon.t, Code::kUnsupported).find("device unknown:0"), std::string::npos);
+
   Tensor complex(data, {kDLComplex, 64, 1}, {4});
   EXPECT_NE(ViewError(&complex.t, Code::kUnsupported).find("complex64"), std::string::npos);
 
@@ -211,6 +217,60 @@ TEST(Tensor, RejectsBadTensorsWithClearMessages) {
   Tensor bad_ndim(data, {kDLFloat, 32, 1}, {4});
   bad_ndim.t.ndim = -3;
   EXPECT_NE(ViewError(&bad_ndim.t, Code::kInvalidArgument).find("ndim"), std::string::npos);
+}
+
+// Sizes derived from a descriptor are checked for overflow before anything uses them.
+TEST(Tensor, RejectsDescriptorsWhoseSizesOverflow) {
+  alignas(8) float data[8] = {};
+  const int64_t two61 = int64_t{1} << 61;
+  Tensor big(data, {kDLFloat, 32, 1}, {two61});  // 2^63 bytes: one past the limit
+  EXPECT_NE(ViewError(&big.t, Code::kInvalidArgument)
+                .find("in: shape [2305843009213693952] of float32 has a byte size that overflows"),
+            std::string::npos);
+  Tensor wraps(data, {kDLFloat, 64, 1}, {int64_t{1} << 32, int64_t{1} << 32});  // 2^67 bytes wraps to 0
+  EXPECT_NE(ViewError(&wraps.t, Code::kInvalidArgument).find("has a byte size that overflows"), std::string::npos);
+  Tensor max_dims(data, {kDLUInt, 8, 1}, {INT64_MAX, INT64_MAX});
+  EXPECT_NE(ViewError(&max_dims.t, Code::kInvalidArgument).find("overflows"), std::string::npos);
+  // A zero dimension makes a tensor empty, but its other dimensions still feed row sizes.
+  Tensor empty_but_huge(nullptr, {kDLInt, 16, 1}, {0, INT64_MAX});
+  EXPECT_NE(ViewError(&empty_but_huge.t, Code::kInvalidArgument).find("overflows"), std::string::npos);
+  Tensor empty_at_limit(nullptr, {kDLInt, 8, 1}, {0, INT64_MAX});  // exactly 2^63 - 1 bytes per row
+  const TensorView at_limit = ViewOf(&empty_at_limit.t, "in");
+  EXPECT_EQ(at_limit.bytes, 0u);
+  EXPECT_EQ(at_limit.row_bytes(), static_cast<size_t>(INT64_MAX));
+
+  Tensor offset(data, {kDLFloat, 32, 1}, {4});
+  for (uint64_t bad : {uint64_t{1} << 63, UINT64_MAX, UINT64_MAX - 3}) {
+    offset.t.byte_offset = bad;
+    EXPECT_NE(ViewError(&offset.t, Code::kInvalidArgument)
+                  .find(Str("+ byte_offset ", bad, " + 16 bytes runs past the end of the address space")),
+              std::string::npos);
+  }
+  Tensor empty_offset(data, {kDLFloat, 32, 1}, {0});  // empty, yet its address must still make sense
+  empty_offset.t.byte_offset = UINT64_MAX;
+  EXPECT_NE(ViewError(&empty_offset.t, Code::kInvalidArgument).find("address space"), std::string::npos);
+}
+
+TEST(Tensor, RejectsNegativeDimensionsStridesAndRanks) {
+  alignas(8) float data[8] = {};
+  Tensor negative(data, {kDLFloat, 32, 1}, {INT64_MIN});
+  EXPECT_NE(ViewError(&negative.t, Code::kInvalidArgument).find("negative dimension -9223372036854775808 at index 0"),
+            std::string::npos);
+  Tensor reversed(data, {kDLFloat, 32, 1}, {8}, {-1});
+  EXPECT_NE(ViewError(&reversed.t, Code::kInvalidArgument).find("not contiguous (stride -1 at dimension 0, expected 1)"),
+            std::string::npos);
+  Tensor odd(data, {kDLFloat, 32, 1}, {2, 4}, {3, 1});
+  EXPECT_NE(ViewError(&odd.t, Code::kInvalidArgument).find("stride 3 at dimension 0, expected 4"), std::string::npos);
+  Tensor wild(data, {kDLFloat, 32, 1}, {2, 4}, {INT64_MIN, 1});
+  EXPECT_NE(ViewError(&wild.t, Code::kInvalidArgument).find("not contiguous"), std::string::npos);
+  Tensor unit_dim(data, {kDLFloat, 32, 1}, {1, 8}, {INT64_MIN, 1});  // extent 1: its stride is never used
+  EXPECT_EQ(ViewOf(&unit_dim.t, "in").numel, 8u);
+  Tensor deep(data, {kDLFloat, 32, 1}, std::vector<int64_t>(65, 1));
+  EXPECT_NE(ViewError(&deep.t, Code::kInvalidArgument).find("ndim 65 (must be between 0 and 64)"), std::string::npos);
+  deep.t.ndim = INT32_MIN;
+  EXPECT_NE(ViewError(&deep.t, Code::kInvalidArgument).find("ndim -2147483648"), std::string::npos);
+  Tensor deepest(data, {kDLFloat, 32, 1}, std::vector<int64_t>(64, 1));
+  EXPECT_EQ(ViewOf(&deepest.t, "in").numel, 1u);
 }
 
 TEST(Tensor, InOutPairs) {

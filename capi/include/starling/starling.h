@@ -17,7 +17,9 @@
  *   valid until the call returns or, for a _nonblocking call, until its request has
  *   completed. Tensors must be in CPU memory, contiguous (row-major, strides NULL or
  *   compact), aligned to their element size, with lanes == 1, and of one of the
- *   dtypes listed at starling_dtype_supported(). A call is in place when input and
+ *   dtypes listed at starling_dtype_supported(). Dimensions are >= 0, and the byte
+ *   size and the end address (data + byte_offset + size) must stay below 2^63:
+ *   anything else is STARLING_ERR_INVALID_ARGUMENT. A call is in place when input and
  *   output are the same memory.
  * - Collective calls (marked "Collective") must be made by every rank of the context,
  *   in the same order. When ranks disagree on a classic collective (different

@@ -6,10 +6,14 @@ import static org.junit.Assume.assumeTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.Supplier;
 import org.junit.Before;
 import org.junit.FixMethodOrder;
 import org.junit.Test;
 import org.junit.runners.MethodSorters;
+import org.starling.internal.StarlingNative;
 
 /**
  * Bad input on purpose: Java-side problems raise IllegalArgumentException before
@@ -105,6 +109,58 @@ public class BadInputTest extends ContextTestBase {
     TestSupport.expect(Status.INVALID_ARGUMENT, "", () -> ctx.neighborAllreduce(f32, f32, self));
     NeighborArgs negative = NeighborArgs.weighted(-1.0, new int[0], new double[0]);
     TestSupport.expect(Status.INVALID_ARGUMENT, "", () -> ctx.neighborAllreduce(f32, f32, negative));
+    assertContextWorks();
+  }
+
+  /** Descriptors Tensor refuses to build (8 float32 = 32 bytes of data), with their messages. */
+  private static Map<String, Supplier<RawTensor>> badDescriptors() {
+    Map<String, Supplier<RawTensor>> bad = new LinkedHashMap<>();
+    bad.put("shape [2305843009213693952] of float32 has a byte size that overflows",
+        () -> RawTensor.float32(1L << 61, 0));
+    bad.put("shape [4294967296, 4294967296] of float64 has a byte size that overflows",
+        () -> new RawTensor(2, 64, new long[] {1L << 32, 1L << 32}, null, 2, 0));
+    bad.put("+ byte_offset 9223372036854775808 + 32 bytes runs past the end of the address space",
+        () -> RawTensor.float32(8, Long.MIN_VALUE));
+    bad.put("+ byte_offset 18446744073709551612 + 32 bytes runs past the end of the address space",
+        () -> RawTensor.float32(8, -4));
+    bad.put("negative dimension -4 at index 0", () -> RawTensor.float32(-4, 0));
+    bad.put("not contiguous (stride -1 at dimension 0, expected 1)",
+        () -> new RawTensor(2, 32, new long[] {8}, new long[] {-1}, 1, 0));
+    bad.put("ndim 65 (must be between 0 and 64)", () -> new RawTensor(2, 32, new long[65], null, 65, 0));
+    bad.put("ndim -1 (must be between 0 and 64)", () -> new RawTensor(2, 32, new long[] {8}, null, -1, 0));
+    return bad;
+  }
+
+  @Test
+  public void descriptorsWhoseSizesOverflowAreRejectedByTheLibrary() {
+    int sum = ReduceOp.SUM.code();
+    ByteBuffer dims = direct(8 * size);
+    try (RawTensor good = RawTensor.float32(8, 0)) {
+      for (Map.Entry<String, Supplier<RawTensor>> bad : badDescriptors().entrySet()) {
+        String message = bad.getKey();
+        try (RawTensor t = bad.getValue().get()) {
+          long b = t.address;
+          TestSupport.expect(Status.INVALID_ARGUMENT, message, () -> StarlingNative.allreduce(ctx.handle, b, b, sum, "bad"));
+          TestSupport.expect(Status.INVALID_ARGUMENT, message,
+              () -> StarlingNative.allreduce(ctx.handle, good.address, b, sum, "bad"));
+          long[] request = new long[1];
+          TestSupport.expect(Status.INVALID_ARGUMENT, message,
+              () -> StarlingNative.allreduce_nonblocking(ctx.handle, b, b, sum, "bad", request));
+          assertEquals("a failed call left a request behind", 0L, request[0]);
+          TestSupport.expect(Status.INVALID_ARGUMENT, message,
+              () -> StarlingNative.local_allreduce(ctx.handle, b, b, sum, "bad"));
+          TestSupport.expect(Status.INVALID_ARGUMENT, message, () -> StarlingNative.broadcast(ctx.handle, b, b, 0, "bad"));
+          TestSupport.expect(Status.INVALID_ARGUMENT, message,
+              () -> StarlingNative.allgather_first_dims(ctx.handle, b, dims, "bad"));
+          TestSupport.expect(Status.INVALID_ARGUMENT, message, () -> StarlingNative.neighbor_allreduce(ctx.handle, b, b, 0));
+          long[] window = new long[1];
+          TestSupport.expect(Status.INVALID_ARGUMENT, message,
+              () -> StarlingNative.window_create(ctx.handle, b, "never_created", 0, window));
+          assertEquals(0L, window[0]);
+          assertTrue("nothing may be written through a rejected descriptor", t.untouched() && good.untouched());
+        }
+      }
+    }
     assertContextWorks();
   }
 

@@ -1,0 +1,207 @@
+// Writes the seed corpus of the fuzz targets: real headers, frames and descriptors,
+// laid out by the same structs the harnesses read. Usage: starling_fuzz_seeds <dir>
+// (writes <dir>/<target>/<seed>). The committed corpus (tests/fuzz/corpus) came from it.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <starling/starling.h>
+
+#include "capi_recipe.h"
+#include "wire_recipe.h"
+
+namespace {
+
+using namespace starling_fuzz;
+using namespace starling::ops;
+
+std::string g_dir;
+
+void Write(const std::string& target, const std::string& name, const std::vector<char>& bytes) {
+  const std::string dir = g_dir + "/" + target;
+  mkdir(g_dir.c_str(), 0755);
+  mkdir(dir.c_str(), 0755);
+  FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
+  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::perror(name.c_str());
+  if (f) std::fclose(f);
+}
+
+template <typename T>
+void Append(std::vector<char>* out, const T& value) {
+  const char* p = reinterpret_cast<const char*>(&value);
+  out->insert(out->end(), p, p + sizeof value);
+}
+
+// ---- wire: the receiver's recipe, then a message as it arrives.
+Signature AllgatherSignature() {
+  Signature sig;
+  sig.seq = 3;
+  sig.kind = OpKind::kAllgather;
+  sig.dtype = 2;
+  sig.count = 8;  // bytes per row
+  sig.chunk = 1 << 20;
+  return sig;
+}
+
+std::vector<char> WireSeed(const Header& h, const std::vector<char>& payload, int gather_count = 0) {
+  WireRecipe r = {};
+  r.mine = AllgatherSignature();
+  r.rank = 1;
+  r.gather_count = gather_count;
+  r.row_bytes = 8;
+  std::vector<char> out;
+  Append(&out, r);
+  Header inline_header = h;
+  if (inline_header.flags & kFlagPayloadInline) inline_header.payload_bytes = payload.size();
+  Append(&out, inline_header);
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+void WireSeeds() {
+  Header agree;
+  agree.sender = 0;
+  agree.sig = AllgatherSignature();
+  agree.flags = kFlagPayloadInline;
+  Write("wire", "agreement", WireSeed(agree, {}));
+  Header poisoned = agree;
+  poisoned.flags |= kFlagPoisoned;
+  poisoned.culprit_a = 2;
+  poisoned.culprit_b = 3;
+  poisoned.culprit_sig_a = agree.sig;
+  poisoned.culprit_sig_b = agree.sig;
+  poisoned.culprit_sig_b.count = 12;
+  Write("wire", "poisoned", WireSeed(poisoned, {}));
+  Header streamed = agree;
+  streamed.flags = 0;
+  streamed.payload_bytes = 1 << 20;
+  streamed.chunk = 1 << 18;
+  Write("wire", "streamed_payload", WireSeed(streamed, {}));
+
+  // allgather metadata: rank 0 with 2 rows inline, rank 3 streamed later.
+  std::vector<char> gather;
+  Append(&gather, GatherMeta{0, 1, 2, 5});
+  Append(&gather, GatherMeta{3, 0, 3, 5});
+  gather.insert(gather.end(), 16, 'r');
+  Write("wire", "allgather_blocks", WireSeed(agree, gather, 2));
+
+  // neighbor frame: two segments packed after their table, and one whose data follows.
+  Header neighbor;
+  neighbor.flags = kFlagPayloadInline;
+  neighbor.sig.kind = OpKind::kNeighborAllreduce;
+  neighbor.sig.count = 2;
+  neighbor.sig.chunk = 1;
+  SegmentInfo a, b;
+  a.seq = 7;
+  a.kind = OpKind::kNeighborAllreduce;
+  a.dtype = 2;
+  a.count = 2;
+  a.bytes = 8;
+  b = a;
+  b.seq = 8;
+  b.weight = 0.5;
+  std::vector<char> table;
+  Append(&table, a);
+  Append(&table, b);
+  std::vector<char> packed = table;
+  packed.insert(packed.end(), 16, 'd');
+  Write("wire", "neighbor_packed", WireSeed(neighbor, packed));
+  neighbor.aux = 16;
+  neighbor.sig.chunk = 16;
+  Write("wire", "neighbor_streamed", WireSeed(neighbor, table));
+
+  std::vector<char> truncated = WireSeed(agree, {});
+  truncated.resize(sizeof(WireRecipe) + 10);
+  Write("wire", "truncated", truncated);
+}
+
+// ---- tensor and capi: descriptors over the harness arena.
+TensorRecipe Vector(int64_t n, uint16_t data_offset = 0) {
+  TensorRecipe t = {};
+  t.device_type = kDLCPU;
+  t.dtype_code = kDLFloat;
+  t.dtype_bits = 32;
+  t.dtype_lanes = 1;
+  t.ndim = 1;
+  t.data_offset = data_offset;
+  t.shape[0] = n;
+  return t;
+}
+
+TensorRecipe Matrix(int64_t rows, int64_t cols, uint16_t data_offset, bool strides) {
+  TensorRecipe t = Vector(rows, data_offset);
+  t.ndim = 2;
+  t.shape[1] = cols;
+  if (strides) {
+    t.flags |= kHasStrides;
+    t.strides[0] = cols;
+    t.strides[1] = 1;
+  }
+  return t;
+}
+
+std::vector<TensorRecipe> NotableDescriptors() {
+  std::vector<TensorRecipe> all = {Vector(16), Matrix(4, 4, 64, true), Vector(int64_t{1} << 61), Vector(-4),
+                                   Matrix(0, INT64_MAX, 0, false), Matrix(4, 4, 0, false)};
+  TensorRecipe offset = Vector(4);
+  offset.byte_offset = uint64_t{1} << 63;
+  all.push_back(offset);
+  TensorRecipe deep = Vector(1);
+  deep.ndim = 65;
+  all.push_back(deep);
+  TensorRecipe reversed = Vector(8);
+  reversed.flags |= kHasStrides;
+  reversed.strides[0] = -1;
+  all.push_back(reversed);
+  return all;
+}
+
+void TensorSeeds() {
+  const std::vector<TensorRecipe> all = NotableDescriptors();
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<char> seed;
+    Append(&seed, all[i]);
+    Append(&seed, all[(i + 1) % all.size()]);
+    Write("tensor", "pair_" + std::to_string(i), seed);
+  }
+}
+
+void CapiSeeds() {
+  for (int e = 0; e < kNumEntries; ++e) {
+    CallRecipe r = {};
+    r.entry = static_cast<uint8_t>(e);
+    r.in = Vector(16);
+    r.out = Vector(16, 256);
+    r.weights[0] = r.weights[1] = 0.5;
+    r.small = 1;  // a one-rank topology
+    r.args.struct_size = sizeof(starling_neighbor_args_t);
+    r.args.self_weight = 0.5;
+    if (e == kContextCreate) r.args.struct_size = sizeof(starling_context_options_t);
+    if (e == kStats) r.args.struct_size = sizeof(starling_stats_t);
+    std::vector<char> seed;
+    Append(&seed, r);
+    Write("capi", "entry_" + std::to_string(e), seed);
+    r.flags = kNonblocking | kInPlace;
+    r.in = Vector(int64_t{1} << 61);
+    seed.clear();
+    Append(&seed, r);
+    Write("capi", "entry_" + std::to_string(e) + "_overflow", seed);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  WireSeeds();
+  TensorSeeds();
+  CapiSeeds();
+  return 0;
+}
