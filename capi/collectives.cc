@@ -10,7 +10,8 @@ namespace {
 
 
 
-starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out, starling_reduce_op_t op,
+// `op` by reference: it is read only through ToReduceOp (any int may arrive in it).
+starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_reduce_op_t& op,
                             const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
     return ops::MakeAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));

@@ -104,6 +104,7 @@ using starling::capi::CheckOut;
 using starling::capi::ClearOut;
 using starling::capi::PublishSchedule;
 using starling::capi::PublishTopology;
+using starling::capi::RawEnumValue;
 using starling::capi::TopologyFromHandle;
 namespace topology = starling::topology;
 
@@ -166,7 +167,7 @@ STARLING_API starling_status_t starling_topology_star(int size, int center,
 STARLING_API starling_status_t starling_topology_ring(int size, starling_ring_style_t style,
                                                       starling_topology_t* out) {
   STARLING_API_BEGIN();
-  PublishTopology(topology::Ring(size, static_cast<int>(style)), ClearOut(out));
+  PublishTopology(topology::Ring(size, RawEnumValue(style)), ClearOut(out));
   STARLING_API_END();
 }
 

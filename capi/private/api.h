@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "impl/common/error.h"
@@ -53,6 +54,19 @@ inline void SetNeighborCount(int rank, size_t n, int capacity, int* count, bool 
   *count = static_cast<int>(n);
   STARLING_CHECK_ARG(n <= static_cast<size_t>(capacity), "rank ", rank, " has ", n,
                      in ? " in-neighbors" : " out-neighbors", " (self excluded) but capacity is ", capacity);
+}
+
+// The int a caller passed in a C enum parameter. C lets any int through there, but in
+// C++ reading an enum object whose value lies outside its enumerators' range is
+// undefined (UBSan's -fsanitize=enum reports it) and lets the compiler drop the range
+// check meant to reject it. So the argument's bytes are copied into an int, never read
+// as the enum, and the int is what gets checked.
+template <typename Enum>
+int RawEnumValue(const Enum& value) {
+  static_assert(std::is_enum_v<Enum> && sizeof(Enum) == sizeof(int), "a C enum is int-sized");
+  int raw = 0;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
 }
 
 template <typename T>

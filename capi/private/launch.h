@@ -30,8 +30,10 @@ starling_status_t Launch(starling_context_t ctx, starling_request_t* req, bool n
 
 inline std::string NameOf(const char* name) { return name ? std::string(name) : std::string(); }
 
-inline ReduceOp ToReduceOp(starling_reduce_op_t op) {
-  STARLING_CHECK_ARG(op >= STARLING_SUM && op <= STARLING_MAX, "reduce op ", static_cast<int>(op),
+// `op` is the argument as passed (see RawEnumValue): it may be any int.
+inline ReduceOp ToReduceOp(const starling_reduce_op_t& arg) {
+  const int op = RawEnumValue(arg);
+  STARLING_CHECK_ARG(op >= STARLING_SUM && op <= STARLING_MAX, "reduce op ", op,
                      " is not STARLING_SUM, STARLING_AVERAGE, STARLING_MIN or STARLING_MAX");
   return static_cast<ReduceOp>(op);
 }
