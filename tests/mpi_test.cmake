@@ -4,7 +4,8 @@ set(STARLING_MPI_ENV
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_orte_base_help_aggregate=0
-  OMPI_MCA_hwloc_base_binding_policy=none)
+  OMPI_MCA_hwloc_base_binding_policy=none
+  ${STARLING_SANITIZER_ENV})
 find_program(TIMEOUT_EXECUTABLE timeout REQUIRED)
 
 # starling_add_mpi_test(<name> COMMAND <exe> [args...] RANKS <n...> [TIMEOUT s] [ENV k=v...]

@@ -18,10 +18,6 @@
 
 namespace starling::ops {
 
-// Streams that gain nothing from pipelining travel as one message up to
-// kMaxMessageBytes (wire.h).
-inline size_t WholeMessageChunk(size_t bytes) { return bytes == 0 ? 1 : std::min(bytes, kMaxMessageBytes); }
-
 // Called for each chunk of a stream once it has arrived, in order.
 using ChunkFn = std::function<void(const char* data, size_t offset, size_t length)>;
 

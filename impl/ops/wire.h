@@ -61,6 +61,9 @@ constexpr size_t kMaxInlineBytes = 64 << 10;
 // Largest single message (MPI counts are ints). Streams that gain nothing from
 // pipelining travel as one message up to this size.
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+inline size_t WholeMessageChunk(size_t bytes) {
+  return bytes == 0 ? 1 : (bytes < kMaxMessageBytes ? bytes : kMaxMessageBytes);
+}
 // Largest payload a header may announce.
 constexpr uint64_t kMaxFramePayload = uint64_t{1} << 40;
 

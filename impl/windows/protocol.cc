@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "impl/common/error.h"
-#include "impl/ops/exchange.h"
+#include "impl/ops/wire.h"
 
 namespace starling::windows {
 namespace {

@@ -11,6 +11,7 @@
 #include <starling/starling.h>
 
 #include "capi_recipe.h"
+#include "impl/windows/protocol.h"
 #include "wire_recipe.h"
 
 namespace {
@@ -192,6 +193,40 @@ void CapiSeeds() {
   }
 }
 
+// ---- window: a 4-byte source rank, then a request as the service receives it.
+void WindowSeeds() {
+  using starling::windows::WindowOp;
+  using starling::windows::WindowRequest;
+  auto seed = [](const WindowRequest& r) {
+    std::vector<char> out;
+    Append(&out, r.sender);
+    Append(&out, r);
+    return out;
+  };
+  WindowRequest put;
+  put.op = WindowOp::kPut;
+  put.window_id = 3;
+  put.sender = 1;
+  put.bytes = 4096;
+  put.chunk = 4096;
+  put.weight = 0.5;
+  Write("window", "put", seed(put));
+  WindowRequest accumulate = put;
+  accumulate.op = WindowOp::kAccumulate;
+  accumulate.flags = starling::windows::kRequestHasP | starling::windows::kRequestRequireMutex;
+  accumulate.p = 0.25;
+  accumulate.bytes = uint64_t{3} << 30;  // three whole messages
+  accumulate.chunk = uint32_t{1} << 30;
+  Write("window", "accumulate_large", seed(accumulate));
+  WindowRequest get;
+  get.op = WindowOp::kGet;
+  get.sender = 2;
+  Write("window", "get", seed(get));
+  WindowRequest mutex = get;
+  mutex.op = WindowOp::kMutexAcquire;
+  Write("window", "mutex", seed(mutex));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,5 +238,6 @@ int main(int argc, char** argv) {
   WireSeeds();
   TensorSeeds();
   CapiSeeds();
+  WindowSeeds();
   return 0;
 }

@@ -296,3 +296,113 @@ def test_atc_needs_a_step_function_for_other_optimizers():
         warnings.simplefilter("error")
         train(model, optimizer, X_SHARD, Y_SHARD)
     check("AdaptThenCombine Adamax with a registered plain step", model, "sgd", 0.5)
+
+
+# ---- window optimizers on a dynamic topology ------------------------------------------------
+# BlueFog's examples change the window optimizers' peers every step: one out-neighbor
+# through dst_weights (put) or the in-neighbors that send this step through src_weights
+# (get), from GetDynamicOnePeerSendRecvRanks.
+WIN_PUT, PULL_GET = bf.DistributedWinPutOptimizer, bf.DistributedPullGetOptimizer
+
+
+def one_peer(factory, optimizer):
+    """A before_step hook that moves the optimizer to the next one-peer step."""
+    schedule = bf.GetDynamicOnePeerSendRecvRanks(bf.load_topology(), RANK)
+
+    def before_step(step):
+        send, recv = next(schedule)
+        if factory is WIN_PUT:
+            optimizer.dst_weights = {r: 1.0 for r in send}
+        else:
+            optimizer.src_weights = {r: 1.0 for r in recv}
+    return before_step
+
+
+@pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")
+@pytest.mark.parametrize("factory", [WIN_PUT, PULL_GET], ids=["WinPut", "PullGet"])
+@pytest.mark.parametrize("kind,lr", [("sgd", 0.5), ("adam", 0.05)])
+def test_window_optimizers_on_a_dynamic_topology(factory, kind, lr):
+    model = new_model()
+    optimizer = factory(base_optimizer(kind, model, lr), model, window_prefix="dynamic")
+    optimizer.force_barrier = True  # bounded staleness, as in test_window_optimizers
+    try:
+        train(model, optimizer, X_SHARD, Y_SHARD, before_step=one_peer(factory, optimizer))
+        bf.barrier()
+        check(f"{factory.__name__[11:]} dynamic one-peer {kind}", model, kind, lr)
+    finally:
+        bf.barrier()
+        optimizer.unregister_window()
+
+
+@pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")
+def test_window_put_optimizer_averages_only_what_arrived():
+    # Exact numbers: parameters are multiples of 1/16 and every average is of two values,
+    # so float32 holds each step exactly. Averaging a buffer again after its sender
+    # moved on to another peer (BlueFog's rule) gives thirds instead.
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1))
+    start = {r: np.array([r, -r, 2 * r, 0.5 + r]) / 8 for r in range(SIZE)}
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(torch.tensor(start[RANK], dtype=torch.float32), model.parameters())
+    optimizer = WIN_PUT(torch.optim.SGD(model.parameters(), lr=0.0), model, window_prefix="arrived")
+    schedules = [bf.GetDynamicOnePeerSendRecvRanks(bf.load_topology(), r) for r in range(SIZE)]
+    expected = start
+    try:
+        for _ in range(3):
+            steps = [next(schedule) for schedule in schedules]
+            optimizer.dst_weights = {r: 1.0 for r in steps[RANK][0]}
+            model(torch.zeros(1, 3))  # the forward hook puts
+            bf.barrier()  # each rank's put completes before its barrier: all have landed
+            optimizer.step()
+            bf.barrier()  # nobody puts the next step's values before everyone averaged
+            expected = {r: (expected[r] + sum(expected[s] for s in recv)) / (len(recv) + 1)
+                        for r, (_, recv) in enumerate(steps)}
+        actual = torch.nn.utils.parameters_to_vector(model.parameters()).detach().double().numpy()
+        np.testing.assert_array_equal(actual, expected[RANK])
+    finally:
+        bf.barrier()
+        optimizer.unregister_window()
+
+
+@pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")
+def test_window_put_optimizer_converges_out_of_step_on_a_dynamic_topology():
+    # BlueFog's test of this pattern: least squares whose data on every rank share one
+    # solution (noise 1e-5), Adam, one peer per step and no barrier, so ranks drift
+    # apart within an epoch and meet at its end (BlueFog's test allreduced the loss).
+    # Averaging the buffers that did not change again and again (BlueFog's rule)
+    # dragged every rank back towards old values: the error stayed thousands of times
+    # above the noise floor.
+    solution = np.random.RandomState(0).randn(16, 3)
+
+    def data(rank):
+        rs = np.random.RandomState(100 + rank)
+        x = rs.randn(1024, 16)
+        return x, x @ solution + 1e-5 * rs.randn(1024, 3)
+
+    everything = [data(r) for r in range(SIZE)]
+    x_all = np.concatenate([x for x, _ in everything])
+    y_all = np.concatenate([y for _, y in everything])
+    with_bias = np.hstack([x_all, np.ones((len(x_all), 1))])
+    least_squares = np.linalg.lstsq(with_bias, y_all, rcond=None)[0]
+    floor = float(np.mean((with_bias @ least_squares - y_all) ** 2))  # the best any model does
+
+    x, y = (torch.tensor(a, dtype=torch.float32) for a in everything[RANK])
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 3))
+    optimizer = WIN_PUT(torch.optim.Adam(model.parameters(), lr=0.04), model, window_prefix="lsq")
+    before_step = one_peer(WIN_PUT, optimizer)
+    try:
+        for epoch in range(40):
+            for batch in range(8):
+                before_step(batch)
+                optimizer.zero_grad()
+                rows = slice(128 * batch, 128 * (batch + 1))
+                torch.nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+                optimizer.step()
+            bf.allreduce(torch.zeros(1), name="epoch")
+        mine = evaluate(model, lambda m: torch.nn.functional.mse_loss(
+            m(torch.tensor(x_all, dtype=torch.float32)), torch.tensor(y_all, dtype=torch.float32)))
+        REPORT.append(f"WinPut dynamic one-peer, out of step, least squares: rank0 mse {mine:.2e}, floor {floor:.2e}")
+        assert mine <= 1.5 * floor, f"rank {RANK}: mean squared error {mine} against the floor {floor}"
+    finally:
+        bf.barrier()
+        optimizer.unregister_window()

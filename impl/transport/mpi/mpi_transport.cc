@@ -33,6 +33,24 @@ int CountOf(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+// ThreadSanitizer cannot see ordering that travels through MPI: rank A writes a
+// tensor, then sends (a barrier, say); rank B, once that arrives, asks A's progress
+// thread for the tensor, and that thread reads it. The write and the read are ordered,
+// but only through messages between processes, so TSan would report a race. MPI's
+// rule is stated to it instead: everything before a send happens before whatever
+// follows a completed request in this process. (One process-wide sync object: a
+// receive cannot tell which send, possibly through other ranks, it depends on.)
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+char g_message_order;
+void BeforeSend() { __tsan_release(&g_message_order); }
+void AfterCompletion() { __tsan_acquire(&g_message_order); }
+#else
+void BeforeSend() {}
+void AfterCompletion() {}
+#endif
+
 }  // namespace
 
 std::string MpiErrorText(const char* call, int code) {
@@ -114,6 +132,7 @@ MPI_Comm MpiTransport::comm_for(Channel channel) const {
 
 Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t bytes) {
   Ticket ticket;
+  BeforeSend();
   CheckMpi(MPI_Isend(data, CountOf(bytes), MPI_BYTE, peer, TagOf(channel), comm_for(channel),
                      &RequestOf(ticket)),
            "MPI_Isend");
@@ -148,6 +167,7 @@ bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
   }
   if (!done) return false;
   ticket.active = false;
+  AfterCompletion();
   if (completion != nullptr) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);

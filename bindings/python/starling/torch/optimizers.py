@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from . import _state, mpi_ops
+from ..topology_util import GetRecvWeights
 from ._parameter_updates import STEP_FUNCTIONS
 
 _FORWARD_WARNING = ("Unexpected behavior:\n  After num_steps_per_communication times of forward computation "
@@ -359,7 +360,15 @@ class _Windowed(_Distributed):
 class _WindowOptimizer(_Windowed):
     """Put style: each forward ends with a nonblocking put of the parameters to the
     out-neighbors; step() waits, averages the window with what arrived, then updates.
-    Pull style: the forward hook gets the in-neighbors' parameters instead."""
+    Pull style: the forward hook gets the in-neighbors' parameters instead.
+
+    The average takes only the in-neighbor buffers that received something since the
+    previous step (their window versions), with the default weights (the topology's if
+    weighted, else uniform) renormalized over them and this rank. BlueFog averaged every
+    buffer every step: with dynamic dst_weights / src_weights (one peer per step) or
+    ranks out of step, a buffer that did not change was averaged in again and again,
+    pulling the parameters back towards old values, and training stalled. When every
+    buffer is fresh (a static topology in lockstep) the result is BlueFog's."""
 
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int, window_prefix: Optional[str],
                  pull_style: bool) -> None:
@@ -371,6 +380,13 @@ class _WindowOptimizer(_Windowed):
         self._create_windows({p: p.data for p in self._names},
                              {p: f"{window_prefix}.{name}" if window_prefix else name for p, name in self._names.items()},
                              zero_init=False)
+        # win_update's default weights; the topology cannot change while windows exist.
+        if mpi_ops.is_topo_weighted():
+            self._self_weight, self._neighbor_weights = GetRecvWeights(mpi_ops.load_topology(), mpi_ops.rank())
+        else:
+            in_ranks = mpi_ops.in_neighbor_ranks()
+            self._self_weight = 1.0 / (len(in_ranks) + 1)
+            self._neighbor_weights = {r: self._self_weight for r in in_ranks}
 
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         for p in self._training_parameters(module):
@@ -386,9 +402,24 @@ class _WindowOptimizer(_Windowed):
         with torch.no_grad():
             for p, handle in self._handles.items():
                 mpi_ops.win_wait(handle)
-                p.set_(mpi_ops.win_update(self._windows[p], require_mutex=True))
+                p.set_(self._combine(self._windows[p]))
                 self._delay[p] = self._num_steps
         self._handles.clear()
+
+    def _combine(self, window: str) -> torch.Tensor:
+        """Averages the window's tensor with the buffers that changed since the last
+        update (see the class comment)."""
+        fresh = [r for r, version in mpi_ops.get_win_version(window).items() if version > 0]
+        if len(fresh) == len(self._neighbor_weights):
+            return mpi_ops.win_update(window, require_mutex=True)
+        # A put landing between the version query and the update has its version reset
+        # unused: that one message is skipped (the sender's next put replaces it).
+        weights = {r: self._neighbor_weights[r] for r in fresh}
+        total = self._self_weight + sum(weights.values())
+        if total <= 0.0:  # nothing arrived (and no self-loop weight): keep the parameters
+            return mpi_ops.win_update(window, self_weight=1.0, neighbor_weights={}, require_mutex=True)
+        return mpi_ops.win_update(window, self_weight=self._self_weight / total,
+                                  neighbor_weights={r: w / total for r, w in weights.items()}, require_mutex=True)
 
 
 class _PushSum(_Windowed):
