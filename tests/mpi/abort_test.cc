@@ -24,26 +24,28 @@ constexpr double kDestroyBoundSeconds = 1.0;
 // Aborts `ctx` from another thread after `delay` seconds; records when.
 class DelayedAbort {
  public:
-  DelayedAbort(starling_context_t ctx, double delay)
-      : thread_([this, ctx, delay] {
-          std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-          at_ = Clock::now();
-          status_ = starling_context_abort(ctx);
-          done_ = true;
-        }) {}
+  DelayedAbort(starling_context_t ctx, double delay) {
+    // Started last: the thread writes the members below.
+    thread_ = std::thread([this, ctx, delay] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      at_ = Clock::now();
+      armed_ = true;  // before the abort: whatever the abort releases sees it
+      status_ = starling_context_abort(ctx);
+    });
+  }
   ~DelayedAbort() {
     if (thread_.joinable()) thread_.join();
   }
   // Seconds from the abort to now.
-  double SinceAbort() const { return done_ ? Since(at_) : -1.0; }
-  void Join() { thread_.join(); thread_ = std::thread(); }
+  double SinceAbort() const { return armed_ ? Since(at_) : -1.0; }
+  void Join() { thread_.join(); }
   starling_status_t status() const { return status_; }
 
  private:
-  std::thread thread_;
   Clock::time_point at_;
-  std::atomic<bool> done_{false};
+  std::atomic<bool> armed_{false};
   starling_status_t status_ = -100;
+  std::thread thread_;
 };
 
 class AbortTest : public ContextTest {
