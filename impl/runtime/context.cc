@@ -81,9 +81,11 @@ void Context::Destroy() {
   if (engine_) engine_->Stop();
   timeline_.reset();  // completes the JSON file
   // Windows may still exist: withdraw their posted receives while MPI is alive.
-  if (background_stop_) background_stop_();
-  background_ = nullptr;
-  background_stop_ = nullptr;
+  // A copy: the stop function may clear the member while it runs. Another thread still
+  // inside an operation (after an abort) may be serving: the stop function waits for it.
+  const std::function<void()> stop = background_stop_;
+  if (stop) stop();
+  SetBackgroundService(nullptr, nullptr);
   {
     std::lock_guard<std::mutex> lock(extensions_mutex_);
     if (transport_ && transport_->abandoned_receives() > 0) {

@@ -40,6 +40,15 @@ constexpr double kServiceStopGraceSeconds = 2.0;
 // The context is being destroyed with windows alive: peers may still need this rank
 // to serve their last requests, so agree with every rank first (serving meanwhile),
 // unless the context already failed.
+void StopService(runtime::Context& context, Registry& registry) {
+  context.SetBackgroundService(nullptr, nullptr);  // waits for a running service call
+  // After an abort or a peer failure nobody may be left to take the replies in flight.
+  registry.service.Stop(context, context.local_teardown() ? 0.0 : kServiceStopGraceSeconds);
+}
+
+// The context is being destroyed with windows alive: peers may still need this rank
+// to serve their last requests, so agree with every rank first (serving meanwhile),
+// unless the context already failed.
 void QuiesceAndStop(runtime::Context& context, Registry& registry) {
   try {
     context.CheckUsable();
@@ -50,7 +59,7 @@ void QuiesceAndStop(runtime::Context& context, Registry& registry) {
   } catch (const Error& e) {
     STARLING_LOG(LogLevel::kWarn, "windows stop without agreement: ", e.what());
   }
-  registry.service.Stop(context, kServiceStopGraceSeconds);
+  StopService(context, registry);
 }
 
 void StartService(runtime::Context& context, Registry& registry) {
@@ -59,10 +68,6 @@ void StartService(runtime::Context& context, Registry& registry) {
                                [ctx, &registry] { QuiesceAndStop(*ctx, registry); });
 }
 
-void StopService(runtime::Context& context, Registry& registry) {
-  context.SetBackgroundService(nullptr, nullptr);  // waits for a running service call
-  registry.service.Stop(context, kServiceStopGraceSeconds);
-}
 
 class CreateOp : public runtime::Op {
  public:

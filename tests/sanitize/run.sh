@@ -29,8 +29,8 @@ run_tests() {  # <dir> <ctest regex>
   (cd "$1" && ctest --output-on-failure -j"$jobs" -R "$2")
 }
 
-mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_bad_input_test
-  mpi_context_test mpi_timeout_test)
+mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_window_stress_test mpi_bad_input_test
+  mpi_context_test mpi_timeout_test mpi_abort_test)
 
 for stage in "${stages[@]}"; do
   start=$SECONDS
@@ -41,14 +41,15 @@ for stage in "${stages[@]}"; do
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|bad_input|context|timeout)|python\.(suite|shutdown|environment))'
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|python\.(suite|shutdown|environment))'
       ;;
     tsan)
       # The progress engine, fusion and the window service with their threads, at 2
       # and 3 ranks (TSan slows each rank down 5-15x; 2 cores).
       configure build-tsan thread -DSTARLING_BUILD_PYTHON=OFF
-      cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test
-      run_tests build-tsan '^mpi\.(collectives|neighbor|windows)\.np[23]$'
+      cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
+        mpi_window_stress_test mpi_abort_test
+      run_tests build-tsan '^mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort)\.np2)$'
       ;;
     *)
       echo "unknown stage '$stage' (asan or tsan)" >&2
