@@ -119,18 +119,6 @@ class Stress : public ContextTest {
     return versions;
   }
 
-  // Overwrites the window tensor `x` with its buffer for `source` (weight 1, self 0):
-  // the only way to read a buffer through the API. Resets every version to 0.
-  void ReadBuffer(starling_window_t win, int source) {
-    starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
-    const double one = 1.0;
-    u.use_weights = 1;
-    u.self_weight = 0.0;
-    u.num_ranks = 1;
-    u.ranks = &source;
-    u.weights = &one;
-    EXPECT_OK(starling_window_update(win, &u));
-  }
 
   // Zeroes every buffer and version of `win` (the tensor keeps its value).
   void ResetBuffers(starling_window_t win) {

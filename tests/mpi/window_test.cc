@@ -28,17 +28,6 @@ class Windows : public ContextTest {
     if (count > 0) EXPECT_OK((in ? starling_in_neighbors : starling_out_neighbors)(ctx, v.data(), count, &count));
     return v;
   }
-  // Overwrites the window tensor with its buffer for `source` (weight 1, self 0).
-  void ReadBuffer(starling_window_t win, int source) {
-    starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
-    const double one = 1.0;
-    u.use_weights = 1;
-    u.self_weight = 0.0;
-    u.num_ranks = 1;
-    u.ranks = &source;
-    u.weights = &one;
-    EXPECT_OK(starling_window_update(win, &u));
-  }
 };
 
 TEST_F(Windows, CreateLookupNamesFree) {
