@@ -138,6 +138,7 @@ void Context::SetBackgroundService(std::function<bool()> service, std::function<
   background_ = std::move(service);
   background_stop_ = std::move(stop);
   background_busy_.store(false, std::memory_order_release);
+  if (!engine_) return;  // a creation that failed before the engine existed
   engine_->SetBackgroundPoll(on ? std::function<bool()>([this] { return ServiceBackground(); }) : nullptr,
                              config_.window_poll_microseconds * 1e-6);
 }
