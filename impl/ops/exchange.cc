@@ -9,6 +9,7 @@
 #include <set>
 
 #include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
 #include "impl/runtime/wait_monitor.h"
 
 namespace starling::ops {
@@ -306,8 +307,8 @@ runtime::Awaited Exchange::Awaited() const {
 bool Exchange::Abandon() {
   // Receives are withdrawn; one whose message is already arriving gets a short grace
   // period (its sender may be dead: never an unbounded MPI_Wait). Sends cannot be
-  // withdrawn: their packed buffers are leaked on purpose so MPI never reads freed
-  // memory. This only happens after a failure (timeout, abort, dead peer), when the
+  // withdrawn: their packed buffers are quarantined (kept, never freed) so MPI never
+  // reads freed memory. This only happens after a failure (timeout, abort, dead peer), when the
   // context is unusable anyway.
   using Outcome = transport::Transport::CancelOutcome;
   const auto deadline = Clock::now() + std::chrono::milliseconds(200);
@@ -331,12 +332,12 @@ bool Exchange::Abandon() {
     }
   }
   for (auto& send : sends_) {
-    if (send->ticket.active) new runtime::ScratchPool::Buffer(std::move(send->buffer));
+    if (send->ticket.active) Quarantine(std::make_shared<runtime::ScratchPool::Buffer>(std::move(send->buffer)));
   }
   if (scratch_pending) {
-    // MPI may still write into these buffers: leak them with their owners.
-    new std::vector<std::unique_ptr<Frame>>(std::move(frames_));
-    new std::vector<std::unique_ptr<Stream>>(std::move(streams_));
+    // MPI may still write into these buffers: quarantine them with their owners.
+    Quarantine(std::make_shared<std::vector<std::unique_ptr<Frame>>>(std::move(frames_)));
+    Quarantine(std::make_shared<std::vector<std::unique_ptr<Stream>>>(std::move(streams_)));
     frames_.clear();
     streams_.clear();
   }

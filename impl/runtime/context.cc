@@ -1,6 +1,7 @@
 #include "impl/runtime/context.h"
 
 #include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -90,8 +91,8 @@ void Context::Destroy() {
     std::lock_guard<std::mutex> lock(extensions_mutex_);
     if (transport_ && transport_->abandoned_receives() > 0) {
       // After a failure, a receive from a dead rank could not be withdrawn: MPI may
-      // still write into the buffers of those modules (windows), so they are leaked.
-      new std::unordered_map<std::type_index, std::shared_ptr<void>>(std::move(extensions_));
+      // still write into the buffers of those modules (windows), so they are quarantined.
+      Quarantine(std::make_shared<std::unordered_map<std::type_index, std::shared_ptr<void>>>(std::move(extensions_)));
     }
     extensions_.clear();
   }
@@ -224,7 +225,7 @@ void Context::PostNoticeReceive() {
 void Context::WithdrawNoticeReceive() {  // notice_mutex_ held
   if (!transport_ || !notice_ticket_.active) return;
   if (transport_->CancelRecvWithin(notice_ticket_, 0.1) == transport::Transport::CancelOutcome::kPending) {
-    notice_in_.release();  // MPI may still write it: leaked on purpose
+    Quarantine(std::shared_ptr<Notice>(std::move(notice_in_)));  // MPI may still write it
     notice_ticket_.active = false;
   }
 }

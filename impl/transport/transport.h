@@ -51,7 +51,7 @@ class Transport {
   // Withdraws a posted receive without waiting longer than max_seconds for a message
   // that is already arriving (whose sender may be dead). kPending: the receive could
   // not be withdrawn in time; the ticket stays active and its buffer must stay valid
-  // (the caller leaks it).
+  // (the caller must then never free it: see Quarantine).
   enum class CancelOutcome { kCancelled, kCompleted, kPending };
   virtual CancelOutcome CancelRecvWithin(Ticket& ticket, double max_seconds) = 0;
 };

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
 #include "impl/ops/exchange.h"
 #include "impl/windows/registry.h"
 
@@ -289,8 +290,8 @@ void Service::Stop(runtime::Context& context, double grace_seconds) {
     } catch (const Error&) {
       // The transport failed: nothing more can complete.
     }
-    // MPI may still read this task's reply: leak it rather than free it under MPI.
-    if (!done) task.release();
+    // MPI may still read this task's reply: quarantine it rather than free it under MPI.
+    if (!done) Quarantine(std::shared_ptr<Task>(std::move(task)));
   }
   tasks_.clear();
 }

@@ -33,7 +33,7 @@ class Service {
   // Throws Error(kTransport) only when the transport itself failed.
   bool Poll(runtime::Context& context, Registry& registry);
   // Withdraws the posted request receive and lets replies in flight finish (waiting
-  // at most `grace_seconds`; their buffers are leaked, never freed under MPI, if not).
+  // at most `grace_seconds`; their buffers are quarantined, never freed under MPI, if not).
   void Stop(runtime::Context& context, double grace_seconds);
   size_t in_flight() const { return tasks_.size(); }
 

@@ -61,7 +61,7 @@ class MpiTransport final : public Transport {
   // receive), then abandons it. Any thread.
   void SetFailed() { failed_.store(true, std::memory_order_release); }
   // Receives abandoned that way: MPI may still write their buffers, so whoever owns
-  // them must leak them instead of freeing them.
+  // them must quarantine them instead of freeing them.
   int abandoned_receives() const { return abandoned_.load(std::memory_order_acquire); }
 
   // Collective: computes the machine layout and gathers every rank's process identity
