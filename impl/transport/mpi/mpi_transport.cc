@@ -40,14 +40,19 @@ int CountOf(size_t bytes) {
 // rule is stated to it instead: everything before a send happens before whatever
 // follows a completed request in this process. (One process-wide sync object: a
 // receive cannot tell which send, possibly through other ranks, it depends on.)
+// Likewise within this process: any thread's MPI call may move data into another
+// thread's receive buffer (vader copies with process_vm_readv inside whichever
+// thread progresses), so every progress call releases what it wrote.
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 char g_message_order;
 void BeforeSend() { __tsan_release(&g_message_order); }
+void AfterProgress() { __tsan_release(&g_message_order); }
 void AfterCompletion() { __tsan_acquire(&g_message_order); }
 #else
 void BeforeSend() {}
+void AfterProgress() {}
 void AfterCompletion() {}
 #endif
 
@@ -157,6 +162,7 @@ bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
   // A single-request MPI_Test reports errors in its return value; status.MPI_ERROR is
   // only defined for the multi-request calls.
   const int code = MPI_Test(&RequestOf(ticket), &done, &status);
+  AfterProgress();
   if (code != MPI_SUCCESS) {
     ticket.active = false;
     int error_class = MPI_ERR_OTHER;
