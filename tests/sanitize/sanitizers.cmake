@@ -40,7 +40,7 @@ elseif(STARLING_SANITIZE STREQUAL "thread")
   # A larger history lets TSan restore the stack of an earlier access made inside Open
   # MPI, so tsan.supp can match it by library; without it the report has no stack.
   list(APPEND STARLING_SANITIZER_ENV
-    "TSAN_OPTIONS=suppressions=${supp_dir}/tsan.supp:print_suppressions=0:second_deadlock_stack=1:history_size=4")
+    "TSAN_OPTIONS=suppressions=${supp_dir}/tsan.supp:print_suppressions=0:second_deadlock_stack=1:history_size=7")
 else()
   message(FATAL_ERROR "STARLING_SANITIZE must be empty, address or thread (got '${STARLING_SANITIZE}')")
 endif()

@@ -141,6 +141,7 @@ Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t b
   CheckMpi(MPI_Isend(data, CountOf(bytes), MPI_BYTE, peer, TagOf(channel), comm_for(channel),
                      &RequestOf(ticket)),
            "MPI_Isend");
+  AfterProgress();
   ticket.active = true;
   return ticket;
 }
@@ -151,6 +152,7 @@ Ticket MpiTransport::Irecv(Channel channel, int peer, void* data, size_t capacit
   CheckMpi(MPI_Irecv(data, CountOf(capacity), MPI_BYTE, source, TagOf(channel), comm_for(channel),
                      &RequestOf(ticket)),
            "MPI_Irecv");
+  AfterProgress();
   ticket.active = true;
   return ticket;
 }
@@ -214,7 +216,9 @@ Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double m
   MPI_Status status;
   int done = 0;
   for (;;) {
-    if (MPI_Test(&RequestOf(ticket), &done, &status) != MPI_SUCCESS) {
+    const int code = MPI_Test(&RequestOf(ticket), &done, &status);
+    AfterProgress();
+    if (code != MPI_SUCCESS) {
       ticket.active = false;  // the request was freed with its error
       return CancelOutcome::kCompleted;
     }
@@ -222,6 +226,7 @@ Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double m
     sched_yield();
   }
   if (!done) return CancelOutcome::kPending;
+  AfterCompletion();
   ticket.active = false;
   int cancelled = 0;
   MPI_Test_cancelled(&status, &cancelled);
