@@ -249,9 +249,9 @@ end
 # peers (queued operations fail at once with the context's error), it frees this
 # process's resources, and it does not finalize MPI even if Starling initialized it
 # (Open MPI's MPI_Finalize waits for every rank): MPI stays initialized until the
-# process exits. With windows alive it may wait up to 2 s for window replies that were
-# already in flight to a dead rank. Destroy also waits for a call still running on
-# another thread to return (after an abort that takes milliseconds).
+# process exits (window replies still in flight are abandoned, their memory kept).
+# Destroy also waits for a call still running on another thread to return (after an
+# abort that takes milliseconds).
 # Collective (local after an abort or a peer failure). Errors: INVALID_HANDLE.
 function starling_context_destroy(ctx)
     ccall((:starling_context_destroy, libstarling), starling_status_t, (starling_context_t,), ctx)
