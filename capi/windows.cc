@@ -46,6 +46,12 @@ std::function<void(int)> SlotWaitCheck(runtime::Context& context, const WindowEn
   };
 }
 
+// A local update; only an update under the mutexes can wait for peers.
+void Update(WindowEntry& entry, const windows::UpdateWeights& args, const char* what) {
+  entry.context->CheckUsable();
+  entry.window->Update(args, windows::AssociatedP(*entry.context),
+                       args.require_mutex ? SlotWaitCheck(*entry.context, entry, what) : nullptr);
+}
 
 windows::TransferArgs ParseTransfer(const starling_window_args_t* args) {
   windows::TransferArgs parsed;
@@ -206,9 +212,7 @@ STARLING_API starling_status_t starling_window_update(starling_window_t win,
                                                       const starling_window_update_args_t* args) {
   STARLING_API_BEGIN();
   std::shared_ptr<WindowEntry> entry = Windows().Get(win);
-  entry->context->CheckUsable();
-  entry->window->Update(ParseUpdate(args, *entry->window), windows::AssociatedP(*entry->context),
-                        SlotWaitCheck(*entry->context, *entry, "window_update"));
+  Update(*entry, ParseUpdate(args, *entry->window), "window_update");
   STARLING_API_END();
 }
 
@@ -222,9 +226,7 @@ STARLING_API starling_status_t starling_window_update_then_collect(starling_wind
   collect.weights.assign(collect.ranks.size(), 1.0);
   collect.reset = true;
   collect.require_mutex = require_mutex != 0;
-  entry->context->CheckUsable();
-  entry->window->Update(collect, windows::AssociatedP(*entry->context),
-                        SlotWaitCheck(*entry->context, *entry, "window_update_then_collect"));
+  Update(*entry, collect, "window_update_then_collect");
   STARLING_API_END();
 }
 

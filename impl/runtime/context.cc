@@ -192,16 +192,23 @@ std::string Context::DescribeRank(int rank) const {
   return Str("rank ", rank, " (", DescribeProcess(layout_.processes[static_cast<size_t>(rank)]), ")");
 }
 
-std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* gone_out) const {
+std::vector<std::pair<int, ProcessState>> Context::ProbeStates(const std::set<int>& ranks) const {
+  std::vector<std::pair<int, ProcessState>> states;
   const auto& processes = layout_.processes;
-  if (processes.size() != static_cast<size_t>(size_)) return {};
+  if (processes.size() != static_cast<size_t>(size_)) return states;
   const ProcessIdentity& self = processes[static_cast<size_t>(rank_)];
-  std::vector<int> gone;
   for (int r : ranks) {
     if (r == rank_ || r < 0 || r >= size_) continue;
     const ProcessIdentity& peer = processes[static_cast<size_t>(r)];
-    if (ProbeableFrom(self, peer) && Probe(peer) == ProcessState::kGone) gone.push_back(r);
+    if (ProbeableFrom(self, peer)) states.emplace_back(r, Probe(peer));
   }
+  return states;
+}
+
+std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* gone_out) const {
+  std::vector<int> gone;
+  for (const auto& [r, state] : ProbeStates(ranks))
+    if (state == ProcessState::kGone) gone.push_back(r);
   if (gone_out) *gone_out = gone;
   if (gone.empty()) return {};
   std::string names;
@@ -266,15 +273,9 @@ std::string Context::PollFailureNotice() {
 }
 
 std::string Context::PeerNotes(const std::set<int>& awaited) const {
-  const auto& processes = layout_.processes;
-  if (processes.size() != static_cast<size_t>(size_)) return {};
-  const ProcessIdentity& self = processes[static_cast<size_t>(rank_)];
   std::string notes;
-  for (int r : awaited) {
-    if (r == rank_ || r < 0 || r >= size_) continue;
-    const ProcessIdentity& peer = processes[static_cast<size_t>(r)];
-    if (!ProbeableFrom(self, peer)) continue;
-    switch (Probe(peer)) {
+  for (const auto& [r, state] : ProbeStates(awaited)) {
+    switch (state) {
       case ProcessState::kStopped:
         notes += Str("; ", DescribeRank(r), " is stopped (SIGSTOP or a debugger; SIGCONT resumes it)");
         break;

@@ -11,8 +11,11 @@
 #include <string>
 #include <typeindex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "impl/common/config.h"
+#include "impl/common/process.h"
 #include "impl/topology/graph.h"
 #include "impl/runtime/engine.h"
 #include "impl/runtime/scratch.h"
@@ -173,6 +176,8 @@ class Context {
     int32_t reporter = -1;
     char text[504] = {};
   };
+  // The state of each of `ranks` (not this one) that runs on this host.
+  std::vector<std::pair<int, ProcessState>> ProbeStates(const std::set<int>& ranks) const;
   void PostNoticeReceive();
   void WithdrawNoticeReceive();  // notice_mutex_ held
   // Abort or peer failure: receives that cannot be withdrawn are abandoned from now on.

@@ -226,8 +226,8 @@ void Engine::Complete(Op& op, Code code, std::string message) {
   Stats& stats = context_.stats();
   stats.operations.fetch_add(1, std::memory_order_relaxed);
   stats.scratch_bytes.store(context_.scratch().bytes_held(), std::memory_order_relaxed);
-  if (code == Code::kTimeout || code == Code::kTransport) context_.MarkBroken(message);
-  if (code == Code::kPeerFailed) context_.MarkBroken(message, Code::kPeerFailed);
+  if (code == Code::kTimeout || code == Code::kTransport || code == Code::kPeerFailed)
+    context_.MarkBroken(message, code == Code::kPeerFailed ? Code::kPeerFailed : Code::kTransport);
   if (code != Code::kOk) STARLING_LOG(LogLevel::kError, message);
   op.request->Complete(code, std::move(message));
 }

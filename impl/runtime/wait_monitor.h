@@ -42,9 +42,8 @@ class WaitMonitor {
   // host is gone, else nothing (the caller rethrows the original error).
   void ExplainTransportFailure(const Error& error, const std::function<Awaited()>& awaited);
 
-  double waited_seconds() const;
-
  private:
+  double waited_seconds() const;
   // Marks the context failed (later calls fail fast with `reason`) and throws.
   [[noreturn]] void PeerFailed(const std::string& reason);
 

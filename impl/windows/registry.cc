@@ -38,9 +38,4 @@ bool Registry::Remove(uint32_t id) {
   return by_id_.empty();
 }
 
-bool Registry::empty() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return by_id_.empty();
-}
-
 }  // namespace starling::windows

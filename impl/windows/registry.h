@@ -23,7 +23,6 @@ class Registry {
   bool Add(std::shared_ptr<Window> window);
   // Returns true if it was the last window (the service may stop).
   bool Remove(uint32_t id);
-  bool empty();
   // Ids are issued in creation order, the same on every rank; a creation that fails
   // still uses its id, so the sequences never drift apart.
   uint32_t NextId() { return next_id_.fetch_add(1); }

@@ -35,7 +35,6 @@ class Service {
   // Withdraws the posted request receive and lets replies in flight finish (waiting
   // at most `grace_seconds`; their buffers are quarantined, never freed under MPI, if not).
   void Stop(runtime::Context& context, double grace_seconds);
-  size_t in_flight() const { return tasks_.size(); }
 
  private:
   struct Task;

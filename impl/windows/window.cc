@@ -178,10 +178,6 @@ void Window::LockOwnSlots(const std::vector<int>& ranks, const std::function<voi
   for (int r : sorted) {
     int& slot = slot_holder_[static_cast<size_t>(r)];
     while (slot != kFree) {
-      if (!wait_check) {
-        slot_cv_.wait(lock, [&slot] { return slot == kFree; });
-        break;
-      }
       if (slot_cv_.wait_for(lock, std::chrono::milliseconds(10), [&slot] { return slot == kFree; })) break;
       const int holder = slot;
       lock.unlock();

@@ -54,8 +54,8 @@ class Window {
   // --- local operations (caller thread) ---
   // tensor = self_weight * tensor + sum w_r buffer_r (see starling_window_update);
   // with_p: p is combined with the same weights.
-  // `wait_check`: see LockOwnSlots.
-  void Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check = nullptr);
+  // `wait_check`: see LockOwnSlots (needed only with require_mutex).
+  void Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check);
   std::vector<int64_t> Versions();
   double p();
   void set_p(double p);
@@ -70,10 +70,10 @@ class Window {
   bool UnlockSlot(int rank, int holder);
   int SlotHolder(int rank);
   // Caller-thread acquire of this rank's own slots (waits for remote holders). While
-  // it waits, `wait_check` (optional) runs every 10 ms with the holder (a rank, or
+  // it waits, `wait_check` runs every 10 ms with the holder (a rank, or
   // kSelf) and may throw to give up (abort, dead holder, timeout); slots taken so far
   // are then released.
-  void LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check = nullptr);
+  void LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check);
   void UnlockOwnSlots(const std::vector<int>& ranks);
 
  private:

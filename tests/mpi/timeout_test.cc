@@ -81,13 +81,22 @@ void BusyLoop(double seconds) {
   while (Since(start) < seconds) sink = sink + 1;
 }
 
-TEST(Timeout, AbsentPeerBecomesAnErrorNotAHang) {
-  if (!TimeoutConfigured()) GTEST_SKIP() << "needs STARLING_TIMEOUT_SECONDS";
-  starling_context_t ctx;
-  ASSERT_OK(starling_context_create(nullptr, &ctx));
-  int rank;
-  ASSERT_OK(starling_rank(ctx, &rank));
-  Buffer x(Kind::kF32, {4});
+// A context (ContextTest) and a small tensor per test. Timeout tests run only with
+// STARLING_TIMEOUT_SECONDS set, Stall tests only without it (ctest runs both ways).
+template <bool kWithTimeout>
+class PeerWaitTest : public ContextTest {
+ protected:
+  void SetUp() override {
+    if (TimeoutConfigured() != kWithTimeout)
+      GTEST_SKIP() << (kWithTimeout ? "needs STARLING_TIMEOUT_SECONDS" : "runs without STARLING_TIMEOUT_SECONDS");
+    ContextTest::SetUp();
+  }
+  Buffer x{Kind::kF32, {4}};
+};
+using Timeout = PeerWaitTest<true>;
+using Stall = PeerWaitTest<false>;
+
+TEST_F(Timeout, AbsentPeerBecomesAnErrorNotAHang) {
   if (rank == 0) {
     starling_status_t status = STARLING_SUCCESS;
     std::string message;
@@ -109,19 +118,12 @@ TEST(Timeout, AbsentPeerBecomesAnErrorNotAHang) {
   } else {
     std::this_thread::sleep_for(std::chrono::seconds(3));  // never calls the allreduce
   }
-  EXPECT_OK(starling_context_destroy(ctx));
 }
 
 // Rank 1's process is stopped (SIGSTOP, as by a debugger or Ctrl-Z) before the call;
 // rank 0 continues it (SIGCONT) after its timeout so the job can end.
-TEST(Timeout, StoppedPeerTimesOutNamingItAndItsState) {
-  if (!TimeoutConfigured()) GTEST_SKIP() << "needs STARLING_TIMEOUT_SECONDS";
+TEST_F(Timeout, StoppedPeerTimesOutNamingItAndItsState) {
   const std::vector<int> pids = AllPids();
-  starling_context_t ctx;
-  ASSERT_OK(starling_context_create(nullptr, &ctx));
-  int rank;
-  ASSERT_OK(starling_rank(ctx, &rank));
-  Buffer x(Kind::kF32, {4});
   if (rank == 0) {
     ASSERT_TRUE(WaitUntilStopped(pids[1])) << "rank 1 did not stop";
     starling_status_t status = STARLING_SUCCESS;
@@ -146,17 +148,10 @@ TEST(Timeout, StoppedPeerTimesOutNamingItAndItsState) {
   } else {
     kill(getpid(), SIGSTOP);  // resumes when rank 0 sends SIGCONT; never calls the allreduce
   }
-  EXPECT_OK(starling_context_destroy(ctx));
 }
 
 // Rank 1's application thread loops for 3 s without calling Starling.
-TEST(Timeout, BusyPeerTimesOutNamingItAsRunning) {
-  if (!TimeoutConfigured()) GTEST_SKIP() << "needs STARLING_TIMEOUT_SECONDS";
-  starling_context_t ctx;
-  ASSERT_OK(starling_context_create(nullptr, &ctx));
-  int rank;
-  ASSERT_OK(starling_rank(ctx, &rank));
-  Buffer x(Kind::kF32, {4});
+TEST_F(Timeout, BusyPeerTimesOutNamingItAsRunning) {
   if (rank == 0) {
     const auto start = Clock::now();
     EXPECT_ERROR(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "to_busy"), STARLING_ERR_TIMEOUT, "rank(s) 1");
@@ -168,19 +163,12 @@ TEST(Timeout, BusyPeerTimesOutNamingItAsRunning) {
   } else {
     BusyLoop(3.0);
   }
-  EXPECT_OK(starling_context_destroy(ctx));
 }
 
 // Without a timeout the operation waits; the warning names the stopped rank and says
 // it is stopped. Rank 0 continues rank 1 after 2 s and the allreduce then completes.
-TEST(Stall, WarningNamesAStoppedPeer) {
-  if (TimeoutConfigured()) GTEST_SKIP() << "runs without STARLING_TIMEOUT_SECONDS";
+TEST_F(Stall, WarningNamesAStoppedPeer) {
   const std::vector<int> pids = AllPids();
-  starling_context_t ctx;
-  ASSERT_OK(starling_context_create(nullptr, &ctx));
-  int rank;
-  ASSERT_OK(starling_rank(ctx, &rank));
-  Buffer x(Kind::kF32, {4});
   for (size_t i = 0; i < 4; ++i) x.set(i, 1.0);
   if (rank == 0) {
     ASSERT_TRUE(WaitUntilStopped(pids[1])) << "rank 1 did not stop";
@@ -201,17 +189,10 @@ TEST(Stall, WarningNamesAStoppedPeer) {
     kill(getpid(), SIGSTOP);
     EXPECT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "late"));
   }
-  EXPECT_OK(starling_context_destroy(ctx));
 }
 
 // The same with an application thread that loops for 2 s: the warning says "running".
-TEST(Stall, WarningNamesABusyPeer) {
-  if (TimeoutConfigured()) GTEST_SKIP() << "runs without STARLING_TIMEOUT_SECONDS";
-  starling_context_t ctx;
-  ASSERT_OK(starling_context_create(nullptr, &ctx));
-  int rank;
-  ASSERT_OK(starling_rank(ctx, &rank));
-  Buffer x(Kind::kF32, {4});
+TEST_F(Stall, WarningNamesABusyPeer) {
   if (rank == 0) {
     starling_status_t status = STARLING_ERR_INTERNAL;
     const std::string log = CaptureStderr([&] { status = starling_barrier(ctx); });
@@ -223,7 +204,6 @@ TEST(Stall, WarningNamesABusyPeer) {
     BusyLoop(2.0);
     EXPECT_OK(starling_barrier(ctx));
   }
-  EXPECT_OK(starling_context_destroy(ctx));
 }
 
 }  // namespace
