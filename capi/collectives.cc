@@ -1,5 +1,6 @@
 // Classic collectives: glue only (validation lives in impl/ops).
 #include "capi/private/launch.h"
+#include "impl/device/staging.h"
 #include "impl/ops/collectives.h"
 
 using namespace starling;
@@ -7,34 +8,40 @@ using namespace starling::capi;
 
 namespace {
 
-
-
-
 starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_reduce_op_t& op,
                             const char* name, starling_request_t* req, bool nonblocking) {
-  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
-    return ops::MakeAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    const ReduceOp reduce = ToReduceOp(op);
+    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+      return ops::MakeAllreduce(c, v[0], v[1], reduce, NameOf(name));
+    });
   });
 }
 
 starling_status_t Broadcast(starling_context_t ctx, const DLTensor* in, DLTensor* out, int root, const char* name,
                             starling_request_t* req, bool nonblocking) {
-  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
-    return ops::MakeBroadcast(c, ViewOf(in, "in"), ViewOf(out, "out"), root, NameOf(name));
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+      return ops::MakeBroadcast(c, v[0], v[1], root, NameOf(name));
+    });
   });
 }
 
 starling_status_t Allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out, int64_t* first_dims,
                             const char* name, starling_request_t* req, bool nonblocking) {
-  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
-    return ops::MakeAllgather(c, ViewOf(in, "in"), ViewOf(out, "out"), first_dims, NameOf(name));
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    return device::Route(c, {In(in), Out(out)}, false, [&](const Views& v) {
+      return ops::MakeAllgather(c, v[0], v[1], first_dims, NameOf(name));
+    });
   });
 }
 
 starling_status_t AllgatherFirstDims(starling_context_t ctx, const DLTensor* in, int64_t* first_dims,
                                      const char* name, starling_request_t* req, bool nonblocking) {
-  return Launch(ctx, req, nonblocking, [&](const runtime::Context& c) {
-    return ops::MakeAllgatherFirstDims(c, ViewOf(in, "in"), first_dims, NameOf(name));
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    return device::Route(c, {Shape(in)}, false, [&](const Views& v) {
+      return ops::MakeAllgatherFirstDims(c, v[0], first_dims, NameOf(name));
+    });
   });
 }
 

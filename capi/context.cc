@@ -5,6 +5,8 @@
 #include "capi/private/objects.h"
 #include "impl/common/config.h"
 #include "impl/common/dtype.h"
+#include "impl/device/caller_stream.h"
+#include "impl/device/gpu_state.h"
 
 namespace starling::capi {
 
@@ -68,8 +70,31 @@ using namespace starling::capi;
 extern "C" {
 
 STARLING_API const char* starling_config_string(void) {
-  static const std::string text = DescribeConfig([](const char* name) { return std::getenv(name); });
+  // The device line is computed once too: the text must stay valid (static) and the
+  // plugin is loaded by the first CUDA tensor, never by this call.
+  static const std::string text = DescribeConfig([](const char* name) { return std::getenv(name); }) +
+                                  "device plugin: " + device::StatusLine() + "\n";
   return text.c_str();
+}
+
+STARLING_API starling_status_t starling_set_cuda_stream(void* stream) {
+  device::SetCallerStream(stream);
+  return STARLING_SUCCESS;
+}
+
+STARLING_API starling_status_t starling_get_cuda_stream(void** out) {
+  STARLING_API_BEGIN();
+  *CheckOut(out, "out") = device::CallerStream();
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_gpu_path(starling_context_t ctx, const char** out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  static thread_local std::string text;
+  text = Contexts().Get(ctx)->Extension<device::GpuState>().PathDescription();
+  *out = text.c_str();
+  STARLING_API_END();
 }
 
 STARLING_API starling_status_t starling_dtype_supported(DLDataType dtype, int* out) {
@@ -147,6 +172,7 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   full.messages_sent = stats.messages_sent.load();
   full.bytes_sent = stats.bytes_sent.load();
   full.scratch_bytes = stats.scratch_bytes.load();
+  full.staged_bytes = Contexts().Get(ctx)->Extension<device::GpuState>().staged_bytes.load();
   const size_t size = std::min(out->struct_size, sizeof full);
   std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
               size - sizeof(size_t));

@@ -11,7 +11,6 @@ using namespace starling::capi;
 
 namespace {
 
-
 ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
   ops::NeighborArgs parsed;
   if (args == nullptr) return parsed;
@@ -37,9 +36,8 @@ ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
   return parsed;
 }
 
-
 starling_status_t SetTopology(starling_context_t ctx, starling_topology_t topo, int is_weighted, bool machine) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+  return Launch(ctx, nullptr, false, [&](runtime::Context& c) {
     STARLING_CHECK_ARG(is_weighted == 0 || is_weighted == 1, "is_weighted must be 0 or 1");
     return ops::MakeSetTopology(c, TopologyFromHandle(topo), is_weighted == 1, machine);
   });
@@ -61,6 +59,51 @@ starling_status_t Neighbors(starling_context_t ctx, int* ranks, int capacity, in
   std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
   CopyNeighbors(*context->topology()->graph, context->rank(), ranks, capacity, count, in);
   STARLING_API_END();
+}
+
+
+// The neighbor operations on host or CUDA tensors (device::Route); element-wise ones
+// may be pipelined in chunks on the staged path.
+starling_status_t NeighborAllreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                    const starling_neighbor_args_t* args, starling_request_t* req, bool nonblocking,
+                                    bool hierarchical) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    const ops::NeighborArgs parsed = ParseArgs(args);
+    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+      return hierarchical ? ops::MakeHierarchicalNeighborAllreduce(c, v[0], v[1], parsed)
+                          : ops::MakeNeighborAllreduce(c, v[0], v[1], parsed);
+    });
+  });
+}
+
+starling_status_t NeighborAllgather(starling_context_t ctx, const DLTensor* in, DLTensor* out, int64_t* first_dims,
+                                    const starling_neighbor_args_t* args, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    const ops::NeighborArgs parsed = ParseArgs(args);
+    return device::Route(c, {In(in), Out(out)}, false, [&](const Views& v) {
+      return ops::MakeNeighborAllgather(c, v[0], &v[1], first_dims, parsed);
+    });
+  });
+}
+
+starling_status_t LocalAllreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                 const starling_reduce_op_t& op, const char* name, starling_request_t* req,
+                                 bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    const ReduceOp reduce = ToReduceOp(op);
+    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+      return ops::MakeLocalAllreduce(c, v[0], v[1], reduce, NameOf(name));
+    });
+  });
+}
+
+starling_status_t PairGossip(starling_context_t ctx, const DLTensor* in, DLTensor* out, int peer, double self_weight,
+                             double pair_weight, const char* name, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+      return ops::MakePairGossip(c, v[0], v[1], peer, self_weight, pair_weight, NameOf(name));
+    });
+  });
 }
 
 }  // namespace
@@ -92,87 +135,68 @@ STARLING_API starling_status_t starling_out_neighbors(starling_context_t ctx, in
 
 STARLING_API starling_status_t starling_neighbor_allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
                                                            const starling_neighbor_args_t* args) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    return ops::MakeNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
-  });
+  return NeighborAllreduce(ctx, in, out, args, nullptr, false, false);
 }
 STARLING_API starling_status_t starling_neighbor_allreduce_nonblocking(starling_context_t ctx, const DLTensor* in,
                                                                        DLTensor* out,
                                                                        const starling_neighbor_args_t* args,
                                                                        starling_request_t* req) {
-  return Launch(ctx, req, true, [&](const runtime::Context& c) {
-    return ops::MakeNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
-  });
+  return NeighborAllreduce(ctx, in, out, args, req, true, false);
 }
 
 STARLING_API starling_status_t starling_neighbor_allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out,
                                                            int64_t* first_dims,
                                                            const starling_neighbor_args_t* args) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    const TensorView o = ViewOf(out, "out");
-    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), &o, first_dims, ParseArgs(args));
-  });
+  return NeighborAllgather(ctx, in, out, first_dims, args, nullptr, false);
 }
 STARLING_API starling_status_t starling_neighbor_allgather_nonblocking(starling_context_t ctx, const DLTensor* in,
                                                                        DLTensor* out, int64_t* first_dims,
                                                                        const starling_neighbor_args_t* args,
                                                                        starling_request_t* req) {
-  return Launch(ctx, req, true, [&](const runtime::Context& c) {
-    const TensorView o = ViewOf(out, "out");
-    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), &o, first_dims, ParseArgs(args));
-  });
+  return NeighborAllgather(ctx, in, out, first_dims, args, req, true);
 }
 STARLING_API starling_status_t starling_neighbor_allgather_first_dims(starling_context_t ctx, const DLTensor* in,
                                                                       int64_t* first_dims,
                                                                       const starling_neighbor_args_t* args) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    return ops::MakeNeighborAllgather(c, ViewOf(in, "in"), nullptr, first_dims, ParseArgs(args));
+  return Launch(ctx, nullptr, false, [&](runtime::Context& c) {
+    const ops::NeighborArgs parsed = ParseArgs(args);
+    return device::Route(c, {Shape(in)}, false, [&](const Views& v) {
+      return ops::MakeNeighborAllgather(c, v[0], nullptr, first_dims, parsed);
+    });
   });
 }
 
 STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce(starling_context_t ctx, const DLTensor* in,
                                                                         DLTensor* out,
                                                                         const starling_neighbor_args_t* args) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    return ops::MakeHierarchicalNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
-  });
+  return NeighborAllreduce(ctx, in, out, args, nullptr, false, true);
 }
 STARLING_API starling_status_t starling_hierarchical_neighbor_allreduce_nonblocking(
     starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args,
     starling_request_t* req) {
-  return Launch(ctx, req, true, [&](const runtime::Context& c) {
-    return ops::MakeHierarchicalNeighborAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ParseArgs(args));
-  });
+  return NeighborAllreduce(ctx, in, out, args, req, true, true);
 }
 
 STARLING_API starling_status_t starling_local_allreduce(starling_context_t ctx, const DLTensor* in, DLTensor* out,
                                                         starling_reduce_op_t op, const char* name) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    return ops::MakeLocalAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
-  });
+  return LocalAllreduce(ctx, in, out, op, name, nullptr, false);
 }
 STARLING_API starling_status_t starling_local_allreduce_nonblocking(starling_context_t ctx, const DLTensor* in,
                                                                     DLTensor* out, starling_reduce_op_t op,
                                                                     const char* name, starling_request_t* req) {
-  return Launch(ctx, req, true, [&](const runtime::Context& c) {
-    return ops::MakeLocalAllreduce(c, ViewOf(in, "in"), ViewOf(out, "out"), ToReduceOp(op), NameOf(name));
-  });
+  return LocalAllreduce(ctx, in, out, op, name, req, true);
 }
 
 STARLING_API starling_status_t starling_pair_gossip(starling_context_t ctx, const DLTensor* in, DLTensor* out,
                                                     int peer, double self_weight, double pair_weight,
                                                     const char* name) {
-  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
-    return ops::MakePairGossip(c, ViewOf(in, "in"), ViewOf(out, "out"), peer, self_weight, pair_weight, NameOf(name));
-  });
+  return PairGossip(ctx, in, out, peer, self_weight, pair_weight, name, nullptr, false);
 }
 STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context_t ctx, const DLTensor* in,
                                                                 DLTensor* out, int peer, double self_weight,
                                                                 double pair_weight, const char* name,
                                                                 starling_request_t* req) {
-  return Launch(ctx, req, true, [&](const runtime::Context& c) {
-    return ops::MakePairGossip(c, ViewOf(in, "in"), ViewOf(out, "out"), peer, self_weight, pair_weight, NameOf(name));
-  });
+  return PairGossip(ctx, in, out, peer, self_weight, pair_weight, name, req, true);
 }
 
 }  // extern "C"

@@ -23,7 +23,8 @@ static_assert(static_cast<int>(Code::kInvalidArgument) == STARLING_ERR_INVALID_A
                   static_cast<int>(Code::kOutOfMemory) == STARLING_ERR_OUT_OF_MEMORY &&
                   static_cast<int>(Code::kInternal) == STARLING_ERR_INTERNAL &&
                   static_cast<int>(Code::kAborted) == STARLING_ERR_ABORTED &&
-                  static_cast<int>(Code::kPeerFailed) == STARLING_ERR_PEER_FAILED,
+                  static_cast<int>(Code::kPeerFailed) == STARLING_ERR_PEER_FAILED &&
+                  static_cast<int>(Code::kDevice) == STARLING_ERR_DEVICE,
               "impl/common/error.h codes must match starling.h");
 }  // namespace
 
@@ -74,6 +75,7 @@ STARLING_API const char* starling_status_string(starling_status_t status) {
     case STARLING_ERR_INTERNAL: return "internal error: a bug in Starling, please report it with starling_last_error()";
     case STARLING_ERR_ABORTED: return "aborted: starling_context_abort was called on this context; destroy it (destroy is then local and never waits for peers)";
     case STARLING_ERR_PEER_FAILED: return "peer failed: a rank of this context is gone (killed, crashed or exited without destroying its context); starling_last_error() names it; destroy the context (destroy is then local)";
+    case STARLING_ERR_DEVICE: return "device error: the CUDA runtime or NCCL failed; starling_last_error() names the call; the tensors involved may be partly written";
     default: return "unknown status code";
   }
 }

@@ -114,8 +114,13 @@ starling_status_t Transfer(starling_window_t win, DLTensor* tensor, const starli
   return LaunchOnWindow(win, req, nonblocking, [&](WindowEntry& e) {
     if (kind == windows::Transfer::kGet)
       return windows::MakeTransfer(*e.context, e.window, kind, nullptr, ParseTransfer(args));
-    const TensorView view = ViewOf(tensor, "tensor");
-    return windows::MakeTransfer(*e.context, e.window, kind, &view, ParseTransfer(args));
+    const windows::TransferArgs parsed = ParseTransfer(args);
+    // The sender scales its own tensor by self_weight after sending: then it is written.
+    const device::TensorArg arg{ViewOf(tensor, "tensor"),
+                                parsed.self_weight == 1.0 ? device::Role::kIn : device::Role::kInOut, "tensor"};
+    return device::Route(*e.context, {arg}, false, [&](const Views& v) {
+      return windows::MakeTransfer(*e.context, e.window, kind, &v[0], parsed);
+    });
   });
 }
 

@@ -8,6 +8,8 @@
 #include "capi/private/api.h"
 #include "capi/private/objects.h"
 #include "impl/common/dtype.h"
+#include "impl/common/tensor.h"
+#include "impl/device/staging.h"
 
 namespace starling::capi {
 
@@ -26,6 +28,21 @@ starling_status_t Launch(starling_context_t ctx, starling_request_t* req, bool n
     RunBlocking(*context, std::move(op));
   }
   STARLING_API_END();
+}
+
+// Tensor arguments of an operation, validated here and routed by device::Route.
+using Views = std::vector<TensorView>;
+inline device::TensorArg In(const DLTensor* t, const char* name = "in") {
+  return {ViewOf(t, name), device::Role::kIn, name};
+}
+inline device::TensorArg Out(const DLTensor* t, const char* name = "out") {
+  return {ViewOf(t, name), device::Role::kOut, name};
+}
+inline device::TensorArg InOut(const DLTensor* t, const char* name) {
+  return {ViewOf(t, name), device::Role::kInOut, name};
+}
+inline device::TensorArg Shape(const DLTensor* t, const char* name = "in") {
+  return {ViewOf(t, name), device::Role::kShape, name};
 }
 
 inline std::string NameOf(const char* name) { return name ? std::string(name) : std::string(); }

@@ -36,6 +36,12 @@ const std::vector<ConfigVar> kTable = {
      "while windows exist, the idle progress thread sleeps at most this long between polls for incoming puts"},
     {"STARLING_PEER_CHECK_SECONDS", nullptr, "0.5",
      "once an operation has waited this long for peers (and again every as long), check whether ranks on this host are still alive (by pid): a dead one fails the operation with STARLING_ERR_PEER_FAILED naming it; 0 disables"},
+    {"STARLING_GPU_PATH", nullptr, "auto",
+     "how CUDA tensors move: auto (NCCL when every rank of a context has a GPU of its own and NCCL loads, else staged), staged (pinned host copies and the MPI path), nccl (fail with the reason when NCCL cannot be used)"},
+    {"STARLING_GPU_CHUNK_BYTES", nullptr, "4194304",
+     "bytes: the staged path copies large CUDA tensors in chunks of this size, so copies overlap communication"},
+    {"STARLING_DEVICE_PLUGIN", nullptr, "",
+     "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
 
 const char* Lookup(const EnvLookup& lookup, const ConfigVar& var, const char** used_name) {
@@ -104,6 +110,15 @@ Config ParseConfig(const EnvLookup& lookup) {
     } else if (name == "STARLING_SPIN_MICROSECONDS") config.spin_microseconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_WINDOW_POLL_MICROSECONDS") config.window_poll_microseconds = ParseNumber(used, value, 1);
     else if (name == "STARLING_PEER_CHECK_SECONDS") config.peer_check_seconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_GPU_PATH") {
+      const std::string v = value;
+      STARLING_CHECK_ARG(v == "auto" || v == "staged" || v == "nccl", used, "='", value,
+                         "' is not one of auto, staged, nccl");
+      config.gpu_path = v;
+    } else if (name == "STARLING_GPU_CHUNK_BYTES") {
+      config.gpu_chunk_bytes = ParseBytes(used, value, 4096);
+      STARLING_CHECK_ARG(config.gpu_chunk_bytes <= (size_t{1} << 30), used, "='", value, "' exceeds 1 GiB");
+    }
   }
   return config;
 }

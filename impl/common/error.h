@@ -29,6 +29,7 @@ enum class Code : int {
   kInternal = -12,
   kAborted = -13,     // starling_context_abort was called
   kPeerFailed = -14,  // a rank of the context is gone (killed, or exited without destroying)
+  kDevice = -15,      // the CUDA runtime or NCCL (or the emulated device) reported an error
 };
 
 class Error : public std::runtime_error {

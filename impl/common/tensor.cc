@@ -53,11 +53,15 @@ std::string DescribeDevice(DLDevice device) {
 
 TensorView ViewOf(const DLTensor* tensor, const char* what) {
   STARLING_CHECK_ARG(tensor != nullptr, what, " must not be NULL");
-  // Host memory only: pinned CUDA/ROCm host memory is ordinary CPU-addressable memory.
+  // Pinned CUDA/ROCm host memory is ordinary CPU-addressable memory. CUDA device and
+  // managed memory is staged or moved by impl/device.
   const int32_t device = DeviceTypeOf(tensor->device);
-  STARLING_CHECK(device == kDLCPU || device == kDLCUDAHost || device == kDLROCMHost,
-                 Code::kUnsupported, what, " is on device ", DescribeDevice(tensor->device),
-                 "; this build moves CPU memory only (copy the tensor to the CPU first)");
+  const bool cuda = device == kDLCUDA || device == kDLCUDAManaged;
+  STARLING_CHECK(cuda || device == kDLCPU || device == kDLCUDAHost || device == kDLROCMHost, Code::kUnsupported,
+                 what, " is on device ", DescribeDevice(tensor->device),
+                 "; Starling moves CPU and CUDA memory (copy the tensor to one of them first)");
+  STARLING_CHECK_ARG(!cuda || tensor->device.device_id >= 0, what, " has a negative CUDA device index ",
+                     tensor->device.device_id);
   const auto dtype = FromDLDataType(tensor->dtype);
   if (!dtype) {
     char buffer[48];
@@ -71,6 +75,7 @@ TensorView ViewOf(const DLTensor* tensor, const char* what) {
 
   TensorView view;
   view.dtype = *dtype;
+  if (cuda) view.device = tensor->device.device_id;
   view.shape.assign(tensor->shape, tensor->shape + tensor->ndim);  // read the caller's shape once
   const size_t elem = DTypeSize(view.dtype);
   // The product of the non-zero dimensions, in bytes, must fit: then numel, bytes,

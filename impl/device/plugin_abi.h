@@ -16,8 +16,10 @@
  *  - dtype values are starling::DType's (impl/common/dtype.h); op values ReduceOp's.
  *  - "async" functions enqueue on `stream` and return; arguments passed by pointer
  *    (the in/w arrays of weighted_sum) are read before the call returns.
- *  - every function may be called from any thread; the core calls set_device on each
- *    thread before device work (the CUDA current device is per thread).
+ *  - every function may be called from any thread. Functions that take a stream, event
+ *    or device run with that device current and restore the calling thread's current
+ *    device before returning: the core never calls set_device on an application's
+ *    thread (set_device exists for the plugin's own tests and tools).
  *
  * Plain C, so that the core (C++), the CUDA plugin (nvcc) and the emulator share it. */
 #ifndef STARLING_DEVICE_PLUGIN_ABI_H_

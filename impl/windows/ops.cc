@@ -71,8 +71,13 @@ void StartService(runtime::Context& context, Registry& registry) {
 
 class CreateOp : public runtime::Op {
  public:
-  CreateOp(const TensorView& tensor, std::string name, bool zero_init)
-      : tensor_(tensor), name_(std::move(name)), zero_init_(zero_init) {}
+  CreateOp(const TensorView& tensor, std::string name, bool zero_init, std::unique_ptr<device::HostAccess> device,
+           device::PinnedBuffer initial)
+      : tensor_(tensor),
+        name_(std::move(name)),
+        zero_init_(zero_init),
+        device_(std::move(device)),
+        initial_(std::move(initial)) {}
   std::string Describe() const override { return Str("window_create '", name_, "' (", tensor_.Describe(), ")"); }
 
   // Happens-before rule: this rank registers the window (and serves requests for it)
@@ -88,8 +93,9 @@ class CreateOp : public runtime::Op {
     if (!exists) {
       std::shared_ptr<const runtime::TopologyState> topology = context.topology();
       const int rank = context.rank();
+      const void* initial = zero_init_ ? nullptr : device_ ? initial_.data() : tensor_.data;
       window = std::make_shared<Window>(id, name_, tensor_, rank, context.size(), topology->graph->in_neighbors(rank),
-                                        topology->graph->out_neighbors(rank), topology, zero_init_);
+                                        topology->graph->out_neighbors(rank), topology, initial, std::move(device_));
       if (registry.Add(window)) StartService(context, registry);
     }
     ops::Signature sig;
@@ -98,7 +104,8 @@ class CreateOp : public runtime::Op {
     sig.dtype = static_cast<uint8_t>(tensor_.dtype);
     sig.count = static_cast<int64_t>(tensor_.numel);
     sig.root = NameHash(name_);
-    sig.extra = exists ? 1 : 0;
+    // Bit 1: device memory, which every rank's window must agree on.
+    sig.extra = static_cast<uint8_t>((exists ? 1 : 0) | (tensor_.on_device() ? 2 : 0));
     try {
       ops::Agree(context, ops::WorldGroup(context), sig, Label());
     } catch (...) {
@@ -114,6 +121,8 @@ class CreateOp : public runtime::Op {
   TensorView tensor_;
   std::string name_;
   bool zero_init_;
+  std::unique_ptr<device::HostAccess> device_;
+  device::PinnedBuffer initial_;  // a device tensor's contents, read when create was called
 };
 
 class FreeOp : public runtime::Op {
@@ -292,11 +301,22 @@ void CheckSubset(const std::vector<int>& ranks, const std::vector<int>& allowed,
 
 }  // namespace
 
-std::unique_ptr<runtime::Op> MakeCreate(runtime::Context&, const TensorView& tensor, std::string name,
+std::unique_ptr<runtime::Op> MakeCreate(runtime::Context& context, const TensorView& tensor, std::string name,
                                         bool zero_init) {
   STARLING_CHECK_ARG(!name.empty(), "window name must not be empty");
   STARLING_CHECK_ARG(name.find('\n') == std::string::npos, "window name must not contain a newline");
-  return std::make_unique<CreateOp>(tensor, std::move(name), zero_init);
+  std::unique_ptr<device::HostAccess> access;
+  device::PinnedBuffer initial;
+  if (tensor.on_device()) {
+    device::GpuState& gpu = context.Extension<device::GpuState>();
+    gpu.Admit(tensor, "tensor");
+    access = std::make_unique<device::HostAccess>(gpu, tensor);
+    if (!zero_init && tensor.bytes > 0) {
+      initial = gpu.TakePinned(tensor.bytes);
+      access->ToHost(initial.data(), true);
+    }
+  }
+  return std::make_unique<CreateOp>(tensor, std::move(name), zero_init, std::move(access), std::move(initial));
 }
 
 std::unique_ptr<runtime::Op> MakeFree(runtime::Context&, std::shared_ptr<Window> window) {

@@ -10,10 +10,12 @@ namespace starling::windows {
 
 Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size,
                std::vector<int> in_neighbors, std::vector<int> out_neighbors,
-               std::shared_ptr<const runtime::TopologyState> topology, bool zero_init)
+               std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
+               std::unique_ptr<device::HostAccess> device)
     : id_(id),
       name_(std::move(name)),
       tensor_(tensor),
+      device_(std::move(device)),
       rank_(rank),
       in_(std::move(in_neighbors)),
       out_(std::move(out_neighbors)),
@@ -23,10 +25,10 @@ Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank
   for (size_t i = 0; i < in_.size(); ++i) {
     buffers_.emplace_back(new char[bytes]);
     shadow_.emplace_back(new char[bytes]);
-    if (zero_init || tensor_.bytes == 0) {
+    if (initial == nullptr || tensor_.bytes == 0) {
       std::memset(buffers_.back().get(), 0, bytes);
     } else {
-      std::memcpy(buffers_.back().get(), tensor_.data, tensor_.bytes);
+      std::memcpy(buffers_.back().get(), initial, tensor_.bytes);
     }
   }
   versions_.assign(in_.size(), 0);
@@ -64,7 +66,11 @@ void Window::Accumulate(int slot, const void* data, double weight, bool has_p, d
 
 void Window::Snapshot(void* dst) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (tensor_.bytes > 0) std::memcpy(dst, tensor_.data, tensor_.bytes);
+  if (device_) {
+    device_->ToHost(dst, false);
+  } else if (tensor_.bytes > 0) {
+    std::memcpy(dst, tensor_.data, tensor_.bytes);
+  }
 }
 
 void Window::Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check) {
@@ -102,12 +108,20 @@ void Window::Update(const UpdateWeights& args, bool with_p, const std::function<
     for (int slot : slots) inputs.push_back(buffers_[static_cast<size_t>(slot)].get());
     const int k = static_cast<int>(inputs.size());
     if (tensor_.numel > 0) {
-      if (uniform) {
-        ops::UniformAverage(tensor_.data, tensor_.data, inputs.data(), k, tensor_.numel, tensor_.dtype);
-      } else {
-        ops::WeightedSum(tensor_.data, tensor_.data, self_weight, inputs.data(), weights.data(), k, tensor_.numel,
-                         tensor_.dtype);
+      // A device tensor is combined in a pinned host copy (after the caller's stream).
+      device::PinnedBuffer staged;
+      void* data = tensor_.data;
+      if (device_) {
+        staged = device_->gpu().TakePinned(tensor_.bytes);
+        data = staged.data();
+        device_->ToHost(data, true);
       }
+      if (uniform) {
+        ops::UniformAverage(data, data, inputs.data(), k, tensor_.numel, tensor_.dtype);
+      } else {
+        ops::WeightedSum(data, data, self_weight, inputs.data(), weights.data(), k, tensor_.numel, tensor_.dtype);
+      }
+      if (device_) device_->FromHost(data);
     }
     if (with_p) {
       double p = uniform ? p_ : self_weight * p_;

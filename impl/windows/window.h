@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impl/common/tensor.h"
+#include "impl/device/host_access.h"
 #include "impl/runtime/context.h"
 
 namespace starling::windows {
@@ -27,10 +28,15 @@ struct UpdateWeights {
   bool require_mutex = false;
 };
 
+// A window over device memory keeps its neighbor buffers in host memory and reaches
+// the tensor through `device` (copies on a stream of its own).
 class Window {
  public:
+  // initial: the tensor's contents for the neighbor buffers (host memory), or NULL for
+  // zeros. device: set when the tensor is CUDA memory.
   Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size, std::vector<int> in_neighbors,
-         std::vector<int> out_neighbors, std::shared_ptr<const runtime::TopologyState> topology, bool zero_init);
+         std::vector<int> out_neighbors, std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
+         std::unique_ptr<device::HostAccess> device);
 
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -80,6 +86,7 @@ class Window {
   uint32_t id_;
   std::string name_;
   TensorView tensor_;
+  std::unique_ptr<device::HostAccess> device_;
   int rank_;
   std::vector<int> in_;
   std::vector<int> out_;

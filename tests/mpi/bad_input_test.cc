@@ -77,8 +77,14 @@ TEST_F(BadInput, TensorsAreValidatedBeforeAnythingIsQueued) {
   t.t.dtype = {kDLUInt, 1, 1};
   EXPECT_ERROR(starling_allreduce(ctx, &t.t, &t.t, STARLING_SUM, nullptr), STARLING_ERR_UNSUPPORTED, "dtype");
   t.t.dtype = {kDLFloat, 32, 1};
+  // A host pointer labelled CUDA: UNSUPPORTED without a usable GPU (here), else
+  // INVALID_ARGUMENT (the pointer is not device memory); either names the device.
   t.t.device = {kDLCUDA, 0};
-  EXPECT_ERROR(starling_allreduce(ctx, &t.t, &t.t, STARLING_SUM, nullptr), STARLING_ERR_UNSUPPORTED, "cuda:0");
+  const starling_status_t cuda_status = starling_allreduce(ctx, &t.t, &t.t, STARLING_SUM, nullptr);
+  EXPECT_TRUE(cuda_status == STARLING_ERR_UNSUPPORTED || cuda_status == STARLING_ERR_INVALID_ARGUMENT) << cuda_status;
+  EXPECT_NE(std::string(starling_last_error()).find("in is on cuda:0"), std::string::npos) << starling_last_error();
+  t.t.device = {kDLROCM, 0};
+  EXPECT_ERROR(starling_allreduce(ctx, &t.t, &t.t, STARLING_SUM, nullptr), STARLING_ERR_UNSUPPORTED, "rocm:0");
   t.t.device = {kDLCPU, 0};
 
   Buffer other_shape(Kind::kF32, {4, 2});

@@ -21,7 +21,7 @@ PyTorch tensors, ...) in CPU memory and returns results of the caller's type::
 from . import _core
 from .context import Context
 from .errors import (AbortedError, AlreadyExistsError, InternalError, InvalidArgumentError, InvalidHandleError,
-                     InvalidUsageError, MismatchError, NotFoundError, PeerFailedError, ShutdownError,
+                     InvalidUsageError, MismatchError, NotFoundError, PeerFailedError, DeviceError, ShutdownError,
                      StarlingError, StarlingMemoryError, StarlingTimeoutError, TransportError, UnsupportedError)
 from .request import Request
 from .topology import Schedule, Topology
@@ -45,5 +45,5 @@ __all__ = [
     "Context", "Request", "Topology", "Schedule", "Window", "config", "library_version", "__version__",
     "StarlingError", "InvalidArgumentError", "InvalidHandleError", "InvalidUsageError", "UnsupportedError",
     "MismatchError", "StarlingTimeoutError", "ShutdownError", "TransportError", "NotFoundError",
-    "AlreadyExistsError", "StarlingMemoryError", "InternalError", "AbortedError", "PeerFailedError",
+    "AlreadyExistsError", "StarlingMemoryError", "InternalError", "AbortedError", "PeerFailedError", "DeviceError",
 ]

@@ -105,9 +105,15 @@ class PeerFailedError(StarlingError):
     status = _core.STARLING_ERR_PEER_FAILED
 
 
+class DeviceError(StarlingError):
+    """The CUDA runtime or NCCL failed; the message names the call."""
+
+    status = _core.STARLING_ERR_DEVICE
+
+
 _ALL = (InvalidArgumentError, InvalidHandleError, InvalidUsageError, UnsupportedError, MismatchError,
         StarlingTimeoutError, ShutdownError, TransportError, NotFoundError, AlreadyExistsError,
-        StarlingMemoryError, InternalError, AbortedError, PeerFailedError)
+        StarlingMemoryError, InternalError, AbortedError, PeerFailedError, DeviceError)
 
 for _cls in _ALL:
     _core.py_register_error(_cls.status, _cls)

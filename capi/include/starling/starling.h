@@ -84,7 +84,8 @@ enum starling_status_code {
   STARLING_ERR_OUT_OF_MEMORY = -11,
   STARLING_ERR_INTERNAL = -12,           /* a bug in Starling: please report it */
   STARLING_ERR_ABORTED = -13,            /* starling_context_abort was called on the context */
-  STARLING_ERR_PEER_FAILED = -14         /* a rank of the context is gone (killed or exited) */
+  STARLING_ERR_PEER_FAILED = -14,        /* a rank of the context is gone (killed or exited) */
+  STARLING_ERR_DEVICE = -15              /* the CUDA runtime or NCCL failed (message names the call) */
 };
 
 /* The library's version as STARLING_VERSION(M, m, p). Compare with
@@ -228,12 +229,48 @@ typedef struct starling_stats {
   uint64_t messages_sent;      /* point-to-point messages handed to MPI */
   uint64_t bytes_sent;
   uint64_t scratch_bytes;      /* scratch memory the context holds now (reused) */
+  uint64_t staged_bytes;       /* bytes copied between CUDA tensors and host staging buffers */
 } starling_stats_t;
 
-#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0 }
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);
+
+/* ---------------------------------------------------------------------------------
+ * CUDA tensors. Every operation also takes tensors in CUDA device memory (kDLCUDA) or
+ * managed memory (kDLCUDAManaged); pinned host memory (kDLCUDAHost) is host memory.
+ * - All tensors of one call are on one device, and one context uses one GPU per rank:
+ *   the device of its first CUDA tensor. Anything else is INVALID_ARGUMENT naming the
+ *   tensors, as is a tensor whose data pointer is not device memory of its device.
+ * - The CUDA code lives in libstarling_cuda.so (beside libstarling.so, or the file named
+ *   by STARLING_DEVICE_PLUGIN), loaded on the first CUDA tensor; the CUDA runtime and
+ *   NCCL are never linked into libstarling.so. What is missing (a build without CUDA, no
+ *   driver, no device) makes the call fail with UNSUPPORTED naming it; failures of the
+ *   CUDA runtime or NCCL are STARLING_ERR_DEVICE naming the call.
+ * - Paths (STARLING_GPU_PATH, starling_gpu_path): "staged" copies the tensors through
+ *   pooled pinned host buffers on a stream of Starling's and runs the CPU algorithm on
+ *   them, pipelining large element-wise operations in chunks of STARLING_GPU_CHUNK_BYTES.
+ * - Streams (DLPack's contract): an operation starts after the work that was queued on
+ *   the calling thread's stream (starling_set_cuda_stream) when it was called, and its
+ *   results are in device memory when a blocking call returns or its request completes,
+ *   ready for every stream. Nothing synchronizes the caller's stream or the device.
+ * - Windows may be backed by device memory (every rank's, or none's): puts,
+ *   accumulates and gets copy it, updates combine it through host memory. */
+
+/* Sets the CUDA stream (a cudaStream_t) that this thread's later operations on CUDA
+ * tensors order against; NULL (the default) is the legacy default stream. A
+ * thread-local setting, like CUDA's current device: pass the framework's current
+ * stream before each call (the Python binding does). The stream must belong to the
+ * device of the tensors. Local; never fails. */
+STARLING_API starling_status_t starling_set_cuda_stream(void* stream);
+/* *out = this thread's stream (NULL by default). Errors: INVALID_ARGUMENT (NULL out). */
+STARLING_API starling_status_t starling_get_cuda_stream(void** out);
+/* *out = how this context moves CUDA tensors, and why: "none (no CUDA tensor used
+ * yet)", or "staged on cuda:0: ..." naming the reason. Thread-local text, valid until
+ * this thread's next call of this function. Local.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out). */
+STARLING_API starling_status_t starling_gpu_path(starling_context_t ctx, const char** out);
 
 /* The timeline: with STARLING_TIMELINE=<prefix>, each rank writes <prefix><rank>.json
  * (a second context in the same process: <prefix><rank>.1.json, and so on)

@@ -65,6 +65,7 @@ const STARLING_ERR_OUT_OF_MEMORY = Cint(-11)
 const STARLING_ERR_INTERNAL = Cint(-12)
 const STARLING_ERR_ABORTED = Cint(-13)
 const STARLING_ERR_PEER_FAILED = Cint(-14)
+const STARLING_ERR_DEVICE = Cint(-15)
 
 # Handles.
 mutable struct starling_context_s end
@@ -105,10 +106,11 @@ struct starling_stats_t
     messages_sent::UInt64
     bytes_sent::UInt64
     scratch_bytes::UInt64
+    staged_bytes::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0) =
-    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes)
+starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0) =
+    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes)
 
 # Classic collectives. All are collective over the context; `name` (may be NULL) is
 # a label for diagnostics and the timeline, not a rendezvous key.
@@ -317,6 +319,28 @@ end
 # Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT.
 function starling_get_stats(ctx, out)
     ccall((:starling_get_stats, libstarling), starling_status_t, (starling_context_t, Ptr{starling_stats_t}), ctx, out)
+end
+
+# Sets the CUDA stream (a cudaStream_t) that this thread's later operations on CUDA
+# tensors order against; NULL (the default) is the legacy default stream. A
+# thread-local setting, like CUDA's current device: pass the framework's current
+# stream before each call (the Python binding does). The stream must belong to the
+# device of the tensors. Local; never fails.
+function starling_set_cuda_stream(stream)
+    ccall((:starling_set_cuda_stream, libstarling), starling_status_t, (Ptr{Cvoid},), stream)
+end
+
+# out = this thread's stream (NULL by default). Errors: INVALID_ARGUMENT (NULL out).
+function starling_get_cuda_stream(out)
+    ccall((:starling_get_cuda_stream, libstarling), starling_status_t, (Ptr{Ptr{Cvoid}},), out)
+end
+
+# out = how this context moves CUDA tensors, and why: "none (no CUDA tensor used
+# yet)", or "staged on cuda:0: ..." naming the reason. Thread-local text, valid until
+# this thread's next call of this function. Local.
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out).
+function starling_gpu_path(ctx, out)
+    ccall((:starling_gpu_path, libstarling), starling_status_t, (starling_context_t, Ptr{Ptr{Cchar}}), ctx, out)
 end
 
 # out = 1 if this context writes a timeline.

@@ -62,7 +62,29 @@ function stats(ctx::Context)
     v = s[]
     return (operations=Int(v.operations), fused_operations=Int(v.fused_operations),
             fusion_groups=Int(v.fusion_groups), messages_sent=Int(v.messages_sent),
-            bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes))
+            bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes),
+            staged_bytes=Int(v.staged_bytes))
+end
+
+"""
+How this context moves CUDA memory, and why: `"none (no CUDA tensor used yet)"` or
+`"staged on cuda:0: ..."`. (This binding passes host arrays; CUDA memory reaches
+Starling from Julia only through raw DLPack tensors.)
+"""
+function gpu_path(ctx::Context)
+    out = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.starling_gpu_path(ctx.handle, out))
+    return unsafe_string(out[])
+end
+
+"Sets the CUDA stream (a `cudaStream_t` as a pointer) this task's thread orders CUDA operations against."
+set_cuda_stream!(stream::Ptr{Cvoid}) = (check(L.starling_set_cuda_stream(stream)); nothing)
+
+"This thread's CUDA stream (`C_NULL`: the legacy default stream)."
+function cuda_stream()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check(L.starling_get_cuda_stream(out))
+    return out[]
 end
 
 "True if this context writes a timeline (`STARLING_TIMELINE=<prefix>`)."

@@ -24,6 +24,7 @@ const STATUS_NAMES = Dict{Int,String}(
     L.STARLING_ERR_INTERNAL => "INTERNAL",
     L.STARLING_ERR_ABORTED => "ABORTED",
     L.STARLING_ERR_PEER_FAILED => "PEER_FAILED",
+    L.STARLING_ERR_DEVICE => "DEVICE",
 )
 
 function Base.showerror(io::IO, e::StarlingError)

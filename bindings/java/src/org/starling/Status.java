@@ -22,6 +22,8 @@ public enum Status {
   ABORTED(status_code.ERR_ABORTED),
   /** A rank of the context is gone (killed, or exited without closing); the message names it. */
   PEER_FAILED(status_code.ERR_PEER_FAILED),
+  /** The CUDA runtime or NCCL failed; the message names the call. */
+  DEVICE(status_code.ERR_DEVICE),
   /** A code this binding does not know (a newer library). */
   UNKNOWN(Integer.MIN_VALUE);
 

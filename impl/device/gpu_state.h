@@ -1,0 +1,80 @@
+// A context's GPU state, created by its first CUDA tensor: the device it uses, the
+// engine's copy stream, pooled pinned host buffers and pooled events. Attached to the
+// context as an extension (Context::Extension<GpuState>()).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "impl/common/tensor.h"
+#include "impl/device/device.h"
+
+namespace starling::device {
+
+// Page-locked host memory from the plugin, returned to its pool on destruction.
+class GpuState;
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(GpuState* owner, char* data, size_t capacity) : owner_(owner), data_(data), capacity_(capacity) {}
+  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  ~PinnedBuffer() { Release(); }
+  char* data() const { return data_; }
+  // Forgets the memory without returning it: for buffers MPI may still write after an
+  // abort (kept until the process exits, like impl/common/quarantine).
+  void Abandon() { owner_ = nullptr, data_ = nullptr; }
+
+ private:
+  void Release();
+  GpuState* owner_ = nullptr;
+  char* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+class GpuState {
+ public:
+  GpuState() = default;
+  ~GpuState();
+  GpuState(const GpuState&) = delete;
+  GpuState& operator=(const GpuState&) = delete;
+
+  // Loads the plugin and checks `view` (a CUDA tensor named `what`): its memory really
+  // is device (or managed) memory of its device, and that device is the context's (set
+  // by the first CUDA tensor). Throws kUnsupported / kInvalidArgument naming the tensor.
+  const Plugin& Admit(const TensorView& view, const char* what);
+
+  const Plugin& plugin() const { return *plugin_; }
+  // "none (no CUDA tensor used yet)" or "staged on cuda:0: <why>".
+  std::string PathDescription();
+  int device() const { return device_; }
+  // The engine's stream for staging copies (only used under the execution lock).
+  void* copy_stream();
+  // Pooled events: taken and given back by any thread.
+  void* TakeEvent();
+  void GiveEvent(void* event);
+  // Pinned memory of at least `bytes`; any thread.
+  PinnedBuffer TakePinned(size_t bytes);
+
+  std::atomic<uint64_t> staged_bytes{0};  // bytes copied between device and host
+
+ private:
+  friend class PinnedBuffer;
+  void GivePinned(char* data, size_t capacity);
+
+  std::mutex mutex_;
+  const Plugin* plugin_ = nullptr;
+  int device_ = -1;
+  void* copy_stream_ = nullptr;
+  std::vector<void*> events_;
+  struct Block {
+    char* data;
+    size_t capacity;
+  };
+  std::vector<Block> free_pinned_;
+};
+
+}  // namespace starling::device

@@ -1,0 +1,46 @@
+#include "impl/device/host_access.h"
+
+#include "impl/device/caller_stream.h"
+
+namespace starling::device {
+
+HostAccess::~HostAccess() {
+  if (stream_ == nullptr) return;
+  gpu_.plugin()->stream_synchronize(stream_);  // best effort: nowhere to report
+  gpu_.plugin()->stream_destroy(stream_);
+}
+
+void* HostAccess::Stream() {
+  if (stream_ == nullptr)
+    gpu_.plugin().Check(gpu_.plugin()->stream_create(gpu_.device(), &stream_), "stream_create");
+  return stream_;
+}
+
+void HostAccess::ToHost(void* dst, bool after_caller) {
+  if (tensor_.bytes == 0) return;
+  const Plugin& p = gpu_.plugin();
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* stream = Stream();
+  if (after_caller) {
+    void* event = gpu_.TakeEvent();
+    const int recorded = p->event_record(event, CallerStream());
+    const int waited = recorded == 0 ? p->stream_wait_event(stream, event) : recorded;
+    gpu_.GiveEvent(event);  // CUDA keeps the recorded point for the wait already queued
+    p.Check(waited, "waiting for the caller's stream (starling_set_cuda_stream)");
+  }
+  p.Check(p->memcpy_async(dst, tensor_.data, tensor_.bytes, stream), "memcpy_async");
+  p.Check(p->stream_synchronize(stream), "stream_synchronize");
+  gpu_.staged_bytes.fetch_add(tensor_.bytes, std::memory_order_relaxed);
+}
+
+void HostAccess::FromHost(const void* src) {
+  if (tensor_.bytes == 0) return;
+  const Plugin& p = gpu_.plugin();
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* stream = Stream();
+  p.Check(p->memcpy_async(tensor_.data, src, tensor_.bytes, stream), "memcpy_async");
+  p.Check(p->stream_synchronize(stream), "stream_synchronize");
+  gpu_.staged_bytes.fetch_add(tensor_.bytes, std::memory_order_relaxed);
+}
+
+}  // namespace starling::device

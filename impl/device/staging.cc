@@ -1,0 +1,255 @@
+#include "impl/device/staging.h"
+
+#include <algorithm>
+
+#include "impl/common/error.h"
+#include "impl/device/caller_stream.h"
+#include "impl/device/gpu_state.h"
+
+namespace starling::device {
+namespace {
+
+struct StagedTensor {
+  TensorView device_view;  // the caller's memory
+  TensorView host_view;    // its pinned copy
+  Role role;
+  bool alias = false;      // same memory as an earlier arg (in place): it does the copies
+  PinnedBuffer buffer;     // empty for aliases and empty tensors
+};
+
+// Elements [first, first + count) of every tensor, or all of each tensor.
+struct Range {
+  size_t first = 0;
+  size_t count = 0;
+  bool whole = true;
+};
+
+class StagedOp : public runtime::Op {
+ public:
+  StagedOp(GpuState& gpu, std::vector<StagedTensor> tensors, std::vector<std::unique_ptr<runtime::Op>> parts,
+           std::vector<Range> ranges, void* ready)
+      : gpu_(gpu), tensors_(std::move(tensors)), parts_(std::move(parts)), ranges_(std::move(ranges)), ready_(ready) {
+    if (parts_.size() == 1 && !parts_[0]->fusion_key().empty()) key_ = "staged:" + parts_[0]->fusion_key();
+  }
+  ~StagedOp() override { gpu_.GiveEvent(ready_); }
+
+  std::string Describe() const override {
+    return Str(parts_[0]->Describe(), " on cuda:", gpu_.device(), " (staged",
+               parts_.size() > 1 ? Str(", ", parts_.size(), " chunks") : std::string(), ")");
+  }
+  const std::string& fusion_key() const override { return key_; }
+  size_t fusion_bytes() const override { return parts_[0]->fusion_bytes(); }
+
+  void Run(runtime::Context& context) override {
+    if (parts_.size() > 1) {
+      RunPipelined(context);
+    } else {
+      RunGroup(context, {this});
+    }
+  }
+
+  // Fused (or single) ops: copy every member's inputs in, run the CPU ops as one group,
+  // copy every member's outputs back.
+  void RunGroup(runtime::Context& context, const std::vector<runtime::Op*>& group) override {
+    void* stream = gpu_.copy_stream();
+    std::vector<StagedOp*> ops;
+    std::vector<runtime::Op*> inner;
+    for (runtime::Op* op : group) {
+      ops.push_back(static_cast<StagedOp*>(op));
+      inner.push_back(ops.back()->parts_[0].get());
+    }
+    Guard guard(context, ops);
+    for (StagedOp* op : ops) op->CopyIn(stream, Range{});
+    Sync(stream);
+    if (inner.size() == 1) {
+      inner[0]->Run(context);
+    } else {
+      inner[0]->RunGroup(context, inner);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (inner[i]->failure) {
+        ops[i]->failure = inner[i]->failure;
+      } else {
+        ops[i]->CopyOut(stream, Range{});
+      }
+    }
+    Sync(stream);
+    guard.done = true;
+  }
+
+ private:
+  // On failure: let queued copies finish before the buffers are reused, and after an
+  // abort or a dead peer keep the pinned memory (MPI may still write it).
+  struct Guard {
+    Guard(runtime::Context& c, std::vector<StagedOp*> o) : context(c), ops(std::move(o)) {}
+    ~Guard() {
+      if (done) return;
+      const starling_device_plugin_t& p = *ops[0]->gpu_.plugin();
+      p.stream_synchronize(ops[0]->gpu_.copy_stream());
+      if (context.local_teardown())
+        for (StagedOp* op : ops)
+          for (StagedTensor& t : op->tensors_) t.buffer.Abandon();
+    }
+    runtime::Context& context;
+    std::vector<StagedOp*> ops;
+    bool done = false;
+  };
+
+  // Chunk c is copied in while chunk c-1 travels and chunk c-2 is copied out: the copy
+  // stream runs ahead of the CPU op, which waits for its chunk's event only.
+  void RunPipelined(runtime::Context& context) {
+    void* stream = gpu_.copy_stream();
+    Guard guard(context, {this});
+    std::vector<void*> events;
+    struct Events {
+      GpuState& gpu;
+      std::vector<void*>& list;
+      ~Events() {
+        for (void* e : list) gpu.GiveEvent(e);
+      }
+    } give_back{gpu_, events};
+    for (const Range& range : ranges_) {
+      CopyIn(stream, range);
+      events.push_back(gpu_.TakeEvent());
+      gpu_.plugin().Check(gpu_.plugin()->event_record(events.back(), stream), "event_record");
+    }
+    for (size_t c = 0; c < parts_.size(); ++c) {
+      gpu_.plugin().Check(gpu_.plugin()->event_synchronize(events[c]), "event_synchronize");
+      parts_[c]->Run(context);
+      CopyOut(stream, ranges_[c]);
+    }
+    Sync(stream);
+    guard.done = true;
+  }
+
+  void CopyIn(void* stream, const Range& range) {
+    const Plugin& plugin = gpu_.plugin();
+    if (range.whole || range.first == 0) plugin.Check(plugin->stream_wait_event(stream, ready_), "stream_wait_event");
+    for (StagedTensor& t : tensors_)
+      if (!t.alias && t.role != Role::kOut) Copy(stream, t.host_view, t.device_view, range);
+  }
+
+  void CopyOut(void* stream, const Range& range) {
+    for (StagedTensor& t : tensors_)
+      if (!t.alias && t.role != Role::kIn) Copy(stream, t.device_view, t.host_view, range);
+  }
+
+  void Copy(void* stream, const TensorView& dst, const TensorView& src, const Range& range) {
+    const size_t elem = DTypeSize(src.dtype);
+    const size_t offset = range.whole ? 0 : range.first * elem;
+    const size_t bytes = range.whole ? src.bytes : range.count * elem;
+    if (bytes == 0) return;
+    gpu_.plugin().Check(gpu_.plugin()->memcpy_async(static_cast<char*>(dst.data) + offset,
+                                                    static_cast<const char*>(src.data) + offset, bytes, stream),
+                        "memcpy_async");
+    gpu_.staged_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
+  void Sync(void* stream) { gpu_.plugin().Check(gpu_.plugin()->stream_synchronize(stream), "stream_synchronize"); }
+
+  GpuState& gpu_;
+  std::vector<StagedTensor> tensors_;
+  std::vector<std::unique_ptr<runtime::Op>> parts_;
+  std::vector<Range> ranges_;
+  void* ready_;
+  std::string key_;
+};
+
+TensorView Slice(const TensorView& view, size_t first, size_t count) {
+  TensorView s = view;
+  s.data = static_cast<char*>(view.data) + first * DTypeSize(view.dtype);
+  s.shape = {static_cast<int64_t>(count)};
+  s.numel = count;
+  s.bytes = count * DTypeSize(view.dtype);
+  return s;
+}
+
+bool SameElements(const std::vector<TensorArg>& args) {
+  for (const TensorArg& a : args)
+    if (a.view.dtype != args[0].view.dtype || a.view.numel != args[0].view.numel) return false;
+  return true;
+}
+
+}  // namespace
+
+bool AnyOnDevice(const std::vector<TensorArg>& args) {
+  const TensorArg* device = nullptr;
+  const TensorArg* host = nullptr;
+  for (const TensorArg& a : args) {
+    if (a.view.on_device()) {
+      if (!device) device = &a;
+    } else if (!host) {
+      host = &a;
+    }
+  }
+  if (device && host)
+    Fail(Code::kInvalidArgument, device->name, " is on cuda:", device->view.device, " but ", host->name,
+         " is host memory; pass every tensor of one call on the same device");
+  return device != nullptr;
+}
+
+std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args, bool elementwise,
+                                   const MakeOp& make) {
+  if (!AnyOnDevice(args)) {
+    std::vector<TensorView> views;
+    for (const TensorArg& a : args) views.push_back(a.view);
+    return make(views);
+  }
+  GpuState& gpu = context.Extension<GpuState>();
+  for (const TensorArg& a : args) gpu.Admit(a.view, a.name);
+  // Staging gives every tensor its own host copy, so overlaps must be caught here.
+  for (size_t i = 0; i < args.size(); ++i)
+    for (size_t j = 0; j < i; ++j) CheckInOut(args[j].view, args[i].view, args[j].name, args[i].name);
+
+  std::vector<StagedTensor> tensors;
+  std::vector<TensorView> host_views;
+  for (const TensorArg& a : args) {
+    StagedTensor t{a.view, a.view, a.role, false, PinnedBuffer()};
+    t.host_view.device = -1;
+    auto primary = std::find_if(tensors.begin(), tensors.end(), [&](const StagedTensor& o) {
+      return !o.alias && a.view.bytes > 0 && o.device_view.data == a.view.data;
+    });
+    if (a.view.bytes == 0 || a.role == Role::kShape) {
+      t.alias = true;  // nothing to copy
+      if (a.view.bytes == 0) t.host_view.data = nullptr;
+    } else if (primary != tensors.end()) {  // in place: one pinned copy, in and out
+      STARLING_CHECK_ARG(primary->device_view.bytes == a.view.bytes, a.name, " starts where ",
+                         args[primary - tensors.begin()].name, " starts but has another size; pass the same "
+                         "tensor (in place) or separate memory");
+      t.alias = true;
+      t.host_view.data = primary->host_view.data;
+      if (primary->role != a.role) primary->role = Role::kInOut;
+    } else {
+      t.buffer = gpu.TakePinned(a.view.bytes);
+      t.host_view.data = t.buffer.data();
+    }
+    host_views.push_back(t.host_view);
+    tensors.push_back(std::move(t));
+  }
+
+  std::vector<std::unique_ptr<runtime::Op>> parts;
+  std::vector<Range> ranges;
+  const size_t elem = DTypeSize(args[0].view.dtype);
+  const size_t chunk = std::max<size_t>(1, context.config().gpu_chunk_bytes / elem);
+  const size_t numel = args[0].view.numel;
+  if (elementwise && SameElements(args) && numel > chunk) {
+    for (size_t first = 0; first < numel; first += chunk) {
+      const size_t count = std::min(chunk, numel - first);
+      std::vector<TensorView> views;
+      for (const TensorView& v : host_views) views.push_back(Slice(v, first, count));
+      parts.push_back(make(views));
+      ranges.push_back(Range{first, count, false});
+    }
+  } else {
+    parts.push_back(make(host_views));
+  }
+  void* ready = gpu.TakeEvent();
+  if (gpu.plugin()->event_record(ready, CallerStream()) != 0) {
+    const std::string why = gpu.plugin()->last_error();
+    gpu.GiveEvent(ready);
+    Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
+  }
+  return std::make_unique<StagedOp>(gpu, std::move(tensors), std::move(parts), std::move(ranges), ready);
+}
+
+}  // namespace starling::device

@@ -1,0 +1,47 @@
+// Operations on CUDA tensors. Route() is called by every entry point with the op's
+// tensors: host tensors go straight to the CPU op; CUDA tensors are checked (plugin
+// loaded, pointers really device memory of the context's GPU, no mixing of host and
+// device) and the op runs on the staged path: pinned host copies of the tensors, the
+// very same CPU op on them, and copies back, on the engine's copy stream. Large
+// element-wise ops are pipelined: chunk k travels while chunk k+1 is copied in and
+// chunk k-1 copied out.
+//
+// Stream contract (DLPack's): the copies start after the work queued on the caller's
+// stream (starling_set_cuda_stream) when the call was made (an event recorded then), and
+// the op completes only when its results are in device memory, so a blocking call's
+// result, or a completed request's, is ready for every stream. The caller's stream is
+// never synchronized, nor is the device.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "impl/common/tensor.h"
+#include "impl/runtime/context.h"
+#include "impl/runtime/op.h"
+
+namespace starling::device {
+
+// kShape: the op reads only the tensor's shape (no copies; its data is never touched).
+enum class Role { kIn, kOut, kInOut, kShape };
+
+struct TensorArg {
+  TensorView view;
+  Role role;
+  const char* name;
+};
+
+// Builds the CPU op over the given views (same order as the args).
+using MakeOp = std::function<std::unique_ptr<runtime::Op>(const std::vector<TensorView>& views)>;
+
+// elementwise: every arg has the same dtype and element count and the op works element
+// by element, so it may be built and run once per chunk of STARLING_GPU_CHUNK_BYTES
+// (each chunk a 1-D tensor) for pipelining.
+std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args, bool elementwise,
+                                   const MakeOp& make);
+
+// True if any of the views is CUDA memory (after checking they are not mixed).
+bool AnyOnDevice(const std::vector<TensorArg>& args);
+
+}  // namespace starling::device
