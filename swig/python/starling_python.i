@@ -5,6 +5,8 @@
 //   the buffer protocol (read-only NumPy arrays, memoryview, bytes). Starling only
 //   borrows: the capsule is neither renamed nor consumed, so its own destructor frees
 //   it when Python drops it (the starling package keeps it alive until completion).
+//   A CUDA tensor comes as (capsule, stream): see starling_py_stream_enter.
+// - Streams are ints (cudaStream_t values); starling_gpu_path's text comes back as str.
 // - Status codes: a negative starling_status_t raises the exception class registered
 //   for that code (see starling/errors.py) with starling_last_error()'s text.
 // - Handles come back as opaque SWIG objects; list-valued queries come back as Python
@@ -67,8 +69,50 @@ static int starling_py_dtype_from_format(const char* format, Py_ssize_t itemsize
   }
 }
 
+/* CUDA tensors arrive as (capsule, stream): the stream (a cudaStream_t as an int, 0 for the
+ * legacy default) is the caller's framework's current stream, which the capsule's producer
+ * was asked to make the data ready on. It is this thread's Starling stream for the duration
+ * of the call: set by the first tensor argument that carries one, restored by freearg.
+ * Thread-local, because several Python threads may call at once. CPU tensors come as bare
+ * capsules or buffers and never reach this code. */
+static __thread int starling_py_stream_active = 0;
+static __thread void* starling_py_stream_saved = NULL;
+
+static int starling_py_stream_from(PyObject* obj, void** out, const char* what) {
+  *out = NULL;
+  if (obj == Py_None) return 1;
+  if (!PyLong_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a CUDA stream as an int (0 or None: the legacy default stream), got %s",
+                 what, Py_TYPE(obj)->tp_name);
+    return 0;
+  }
+  *out = PyLong_AsVoidPtr(obj);
+  return !(*out == NULL && PyErr_Occurred());
+}
+
+static int starling_py_stream_enter(PyObject* obj, const char* what) {
+  void* stream;
+  if (!starling_py_stream_from(obj, &stream, what)) return 0;
+  if (!starling_py_stream_active) {
+    starling_get_cuda_stream(&starling_py_stream_saved);
+    starling_py_stream_active = 1;
+  }
+  starling_set_cuda_stream(stream);
+  return 1;
+}
+
+static void starling_py_stream_exit(void) {
+  if (!starling_py_stream_active) return;
+  starling_set_cuda_stream(starling_py_stream_saved);
+  starling_py_stream_active = 0;
+}
+
 static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, int* has_buffer, int writable,
                                     const char* what) {
+  if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 && PyCapsule_CheckExact(PyTuple_GET_ITEM(obj, 0))) {
+    if (!starling_py_stream_enter(PyTuple_GET_ITEM(obj, 1), what)) return NULL;
+    obj = PyTuple_GET_ITEM(obj, 0);
+  }
   if (PyCapsule_CheckExact(obj)) {
     const char* name = PyCapsule_GetName(obj);
     if (name != NULL && strcmp(name, "dltensor") == 0) {
@@ -143,6 +187,7 @@ static DLTensor* starling_py_tensor(PyObject* obj, starling_py_tensor_arg* arg, 
 static void starling_py_tensor_release(starling_py_tensor_arg* arg, int* has_buffer) {
   if (*has_buffer) PyBuffer_Release(&arg->buffer);
   *has_buffer = 0;
+  starling_py_stream_exit();
 }
 
 /* Arrays from Python: a sequence of ints / floats, or None (count 0, NULL). Empty
@@ -345,6 +390,18 @@ STARLING_PY_HANDLE_OUT(starling_request_t, req)
 STARLING_PY_HANDLE_OUT(starling_topology_t, out)
 STARLING_PY_HANDLE_OUT(starling_schedule_t, out)
 STARLING_PY_HANDLE_OUT(starling_window_t, out)
+
+// ---- CUDA streams and the GPU path ----------------------------------------------------
+// A stream crosses as an int (a cudaStream_t; 0 or None is the legacy default stream).
+%typemap(in) void* stream {
+  if (!starling_py_stream_from($input, &$1, "stream")) SWIG_fail;
+}
+%typemap(in, numinputs=0) void** out (void* stream_out = NULL) { $1 = &stream_out; }
+%typemap(argout) void** out { $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr(*$1)); }
+%typemap(in, numinputs=0) const char** out (const char* text_out = NULL) { $1 = ($1_ltype)&text_out; }
+%typemap(argout) const char** out {
+  $result = SWIG_Python_AppendOutput($result, PyUnicode_FromString(*$1 ? *$1 : ""));
+}
 
 %include <typemaps.i>
 %apply int* OUTPUT { int* out, int* is_weighted };
@@ -762,11 +819,12 @@ static PyObject* py_get_stats(starling_context_t ctx) {
   starling_stats_t stats = STARLING_STATS_INIT;
   const starling_status_t status = starling_get_stats(ctx, &stats);
   if (status < 0) { starling_py_raise(status); return NULL; }
-  return Py_BuildValue("{sKsKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
+  return Py_BuildValue("{sKsKsKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
                        "fused_operations", (unsigned long long)stats.fused_operations,
                        "fusion_groups", (unsigned long long)stats.fusion_groups,
                        "messages_sent", (unsigned long long)stats.messages_sent,
                        "bytes_sent", (unsigned long long)stats.bytes_sent,
-                       "scratch_bytes", (unsigned long long)stats.scratch_bytes);
+                       "scratch_bytes", (unsigned long long)stats.scratch_bytes,
+                       "staged_bytes", (unsigned long long)stats.staged_bytes);
 }
 %}

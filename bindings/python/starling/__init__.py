@@ -1,7 +1,8 @@
 """Starling: decentralized collective communication for distributed training.
 
 Framework-neutral: every operation takes any tensor that exports DLPack (NumPy arrays,
-PyTorch tensors, ...) in CPU memory and returns results of the caller's type::
+PyTorch tensors, CuPy arrays, ...) in CPU or CUDA memory and returns results of the
+caller's type::
 
     import numpy as np
     import starling
@@ -18,7 +19,10 @@ PyTorch tensors, ...) in CPU memory and returns results of the caller's type::
 ``starling.topology_util`` for ``bluefog.common.topology_util``.
 """
 
+from typing import Optional
+
 from . import _core
+from ._tensors import register_array_type
 from .context import Context
 from .errors import (AbortedError, AlreadyExistsError, InternalError, InvalidArgumentError, InvalidHandleError,
                      InvalidUsageError, MismatchError, NotFoundError, PeerFailedError, DeviceError, ShutdownError,
@@ -36,6 +40,20 @@ def library_version() -> str:
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
 
 
+def set_cuda_stream(stream: Optional[int]) -> None:
+    """Sets this thread's CUDA stream (a cudaStream_t as an int; 0 or None: the legacy
+    default stream) for arrays whose framework Starling cannot ask for its current
+    stream (types it does not know, e.g. JAX arrays): their data is requested on it and
+    operations on them start after the work queued there. PyTorch, CuPy and types
+    registered with a current_stream use their framework's own stream instead."""
+    _core.set_cuda_stream(stream)
+
+
+def get_cuda_stream() -> int:
+    """This thread's CUDA stream as set by set_cuda_stream (0: the legacy default)."""
+    return _core.get_cuda_stream()
+
+
 def config() -> str:
     """The STARLING_* environment variables: name, value in effect, default, meaning."""
     return _core.config_string()
@@ -43,6 +61,7 @@ def config() -> str:
 
 __all__ = [
     "Context", "Request", "Topology", "Schedule", "Window", "config", "library_version", "__version__",
+    "register_array_type", "set_cuda_stream", "get_cuda_stream",
     "StarlingError", "InvalidArgumentError", "InvalidHandleError", "InvalidUsageError", "UnsupportedError",
     "MismatchError", "StarlingTimeoutError", "ShutdownError", "TransportError", "NotFoundError",
     "AlreadyExistsError", "StarlingMemoryError", "InternalError", "AbortedError", "PeerFailedError", "DeviceError",

@@ -4,16 +4,49 @@ Inputs cross into C as DLPack capsules (``x.__dlpack__()``), which Starling only
 borrows. Outputs are allocated by the caller's own framework (``np.empty``,
 ``torch.empty``) so results come back as the caller's type, without a copy. One small
 adapter per framework keeps the per-call cost to a dictionary lookup.
+
+CUDA tensors (DLPack devices kDLCUDA and kDLCUDAManaged) cross as ``(capsule, stream)``.
+``stream`` is the framework's current CUDA stream for the tensor's device (a
+cudaStream_t as an int, 0 for the legacy default stream): the producer was asked to make
+the data ready on it (DLPack's ``__dlpack__(stream=...)``), and the SWIG layer makes it
+this thread's Starling stream for the duration of the C call, so the operation starts
+after the work queued on it. CPU tensors never take that path.
 """
 
+import contextlib
 import sys
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _core
 from .errors import UnsupportedError
 
 SUPPORTED_DTYPES = "float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8"
+_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged (pinned host memory, kDLCUDAHost, is host memory)
+
+
+def _dlpack_stream(stream: int) -> int:
+    """The value to pass as __dlpack__(stream=...): DLPack names the legacy default
+    stream 1, because 0 is ambiguous there; frameworks report it as 0."""
+    return stream or 1
+
+
+def _device_type(x: Any) -> int:
+    device = getattr(x, "__dlpack_device__", None)
+    return device()[0] if device is not None else 1  # kDLCPU
+
+
+@contextlib.contextmanager
+def caller_stream(stream: int) -> Iterator[None]:
+    """This thread's Starling stream is `stream` inside the block (for calls that take no
+    tensor argument to carry it, such as window updates)."""
+    saved = _core.get_cuda_stream()
+    _core.set_cuda_stream(stream)
+    try:
+        yield
+    finally:
+        _core.set_cuda_stream(saved)
 
 
 class NumpyAdapter:
@@ -34,12 +67,12 @@ class NumpyAdapter:
                                    f"supported dtypes: {SUPPORTED_DTYPES}") from None
 
     @staticmethod
-    def empty(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-        return np.empty(shape, dtype=x.dtype)
+    def stream_of(x: np.ndarray) -> int:
+        return 0
 
     @staticmethod
-    def is_floating(x: np.ndarray) -> bool:
-        return x.dtype.kind == "f"
+    def empty(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+        return np.empty(shape, dtype=x.dtype)
 
     @staticmethod
     def result(out: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -48,7 +81,11 @@ class NumpyAdapter:
 
 class TorchAdapter:
     """torch.Tensor: exported with torch's own to_dlpack (no copy; also for tensors
-    that require grad, whose data Starling reads or writes like BlueFog did)."""
+    that require grad, whose data Starling reads or writes like BlueFog did).
+
+    For CUDA tensors, to_dlpack plus torch's current stream is exactly what
+    ``x.__dlpack__(stream=current)`` would give: torch queues nothing when the consumer's
+    stream is its current one, and __dlpack__ refuses tensors that require grad."""
 
     name = "torch"
     mutable = True
@@ -59,18 +96,47 @@ class TorchAdapter:
 
     def capsule(self, x: Any) -> Any:
         try:
-            return self._to_dlpack(x)
+            capsule = self._to_dlpack(x)
         except RuntimeError as e:
             raise UnsupportedError(f"tensor of dtype {x.dtype} on device {x.device} with layout {x.layout} "
-                                   f"cannot be exchanged ({e}); Starling takes dense CPU tensors of dtype "
+                                   f"cannot be exchanged ({e}); Starling takes dense CPU or CUDA tensors of dtype "
                                    f"{SUPPORTED_DTYPES}") from None
+        if x.is_cuda:
+            return capsule, self._torch.cuda.current_stream(x.device).cuda_stream
+        return capsule
+
+    def stream_of(self, x: Any) -> int:
+        return self._torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
 
     def empty(self, x: Any, shape: Sequence[int]) -> Any:
         return self._torch.empty(shape, dtype=x.dtype, device=x.device)
 
     @staticmethod
-    def is_floating(x: Any) -> bool:
-        return x.is_floating_point()
+    def result(out: Any, like: Any) -> Any:
+        return out
+
+
+class CupyAdapter:
+    """cupy.ndarray (always on a GPU): the stream is CuPy's current stream on the
+    array's device; outputs are allocated by CuPy on that device."""
+
+    name = "cupy"
+    mutable = True
+
+    def __init__(self, cupy_module: Any) -> None:
+        self._cupy = cupy_module
+
+    def stream_of(self, x: Any) -> int:
+        with x.device:  # CuPy's current stream is per device
+            return self._cupy.cuda.get_current_stream().ptr
+
+    def capsule(self, x: Any) -> Any:
+        stream = self.stream_of(x)
+        return x.__dlpack__(stream=_dlpack_stream(stream)), stream
+
+    def empty(self, x: Any, shape: Sequence[int]) -> Any:
+        with x.device:
+            return self._cupy.empty(tuple(shape), dtype=x.dtype)
 
     @staticmethod
     def result(out: Any, like: Any) -> Any:
@@ -78,32 +144,52 @@ class TorchAdapter:
 
 
 class GenericAdapter:
-    """Any other object with __dlpack__ (JAX, NumPy 2 subclasses, ...): read through
-    DLPack, results allocated with NumPy and handed back through the caller's array
-    namespace (``x.__array_namespace__().from_dlpack``) when it has one. Such arrays
-    may be immutable (JAX), so in-place forms are refused."""
+    """Any other object with __dlpack__ (JAX, NumPy 2 subclasses, ...).
+
+    CPU arrays are read through DLPack, results allocated with NumPy and handed back
+    through the caller's array namespace (``x.__array_namespace__().from_dlpack``) when
+    it has one. CUDA arrays get their results from the array namespace directly
+    (``empty(shape, dtype=x.dtype, device=x.device)``). The stream is ``current_stream(x)``
+    for types registered with one, else this thread's stream (starling.set_cuda_stream;
+    the legacy default stream unless set). Such arrays may be immutable (JAX), so
+    in-place forms are refused unless the type was registered as mutable."""
 
     name = "dlpack"
-    mutable = False
+
+    def __init__(self, current_stream: Optional[Callable[[Any], int]] = None, mutable: bool = False) -> None:
+        self._current_stream = current_stream
+        self.mutable = mutable
+
+    def stream_of(self, x: Any) -> int:
+        if self._current_stream is not None:
+            return int(self._current_stream(x) or 0)
+        return _core.get_cuda_stream()
+
+    def capsule(self, x: Any) -> Any:
+        if _device_type(x) not in _CUDA_DEVICES:
+            return x.__dlpack__()
+        stream = self.stream_of(x)
+        return x.__dlpack__(stream=_dlpack_stream(stream)), stream
 
     @staticmethod
-    def capsule(x: Any) -> Any:
-        return x.__dlpack__()
-
-    @staticmethod
-    def empty(x: Any, shape: Sequence[int]) -> np.ndarray:
+    def empty(x: Any, shape: Sequence[int]) -> Any:
         device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
+        if device[0] in _CUDA_DEVICES:
+            namespace = getattr(x, "__array_namespace__", None)
+            if namespace is None:
+                raise UnsupportedError(f"{type(x).__qualname__} is on CUDA device {device[1]} but has no "
+                                       "__array_namespace__ to allocate results with: use its framework's "
+                                       "in-place form, or copy the array to the CPU first")
+            return namespace().empty(tuple(shape), dtype=x.dtype, device=x.device)
         if device[0] != 1:  # kDLCPU
-            raise UnsupportedError(f"{type(x).__qualname__} is on DLPack device {tuple(device)}; this build moves "
-                                   "CPU memory only: copy the tensor to the CPU first")
+            raise UnsupportedError(f"{type(x).__qualname__} is on DLPack device {tuple(device)}; Starling moves "
+                                   "CPU and CUDA memory only: copy the tensor to the CPU first")
         return np.empty(shape, dtype=np.from_dlpack(x).dtype)
 
     @staticmethod
-    def is_floating(x: Any) -> bool:
-        return np.from_dlpack(x).dtype.kind == "f"
-
-    @staticmethod
-    def result(out: np.ndarray, like: Any) -> Any:
+    def result(out: Any, like: Any) -> Any:
+        if type(out) is not np.ndarray:
+            return out  # a CUDA result, already of the caller's type
         namespace = getattr(like, "__array_namespace__", None)
         if namespace is None:
             return out
@@ -112,19 +198,40 @@ class GenericAdapter:
 
 _numpy = NumpyAdapter()
 _generic = GenericAdapter()
-_by_type: Dict[type, Any] = {np.ndarray: _numpy}
+_by_type: Dict[type, Any] = {np.ndarray: _numpy}  # every type seen, by exact type
+_registered: Dict[type, GenericAdapter] = {}      # register_array_type's, found through the MRO
+
+
+def register_array_type(cls: type, *, current_stream: Optional[Callable[[Any], int]] = None,
+                        mutable: bool = False) -> None:
+    """Tells Starling how to use arrays of `cls` (and its subclasses), a type that
+    exports DLPack but is none of NumPy, PyTorch and CuPy, which Starling knows.
+
+    current_stream(x): the cudaStream_t (as an int; 0 for the legacy default stream)
+    that x's framework queues work on for x's device: Starling asks x.__dlpack__ for the
+    data on that stream and its operations start after the work queued there. Without
+    it: this thread's stream (starling.set_cuda_stream). mutable: Starling may write
+    into such arrays (out=x, windows); leave it False for immutable arrays (JAX)."""
+    if not isinstance(cls, type) or not hasattr(cls, "__dlpack__"):
+        raise TypeError(f"register_array_type needs a class with __dlpack__, got {cls!r}")
+    _registered[cls] = GenericAdapter(current_stream, bool(mutable))
+    for kind in [k for k in _by_type if k is not np.ndarray and issubclass(k, cls)]:
+        del _by_type[kind]  # seen before (cls or a subclass): look it up again
 
 
 def _lookup(kind: type) -> Any:
+    module = kind.__module__.split(".")[0]
     if issubclass(kind, np.ndarray):
         adapter = _numpy
-    elif kind.__module__.split(".")[0] == "torch" and "torch" in sys.modules:
+    elif module == "torch" and "torch" in sys.modules:
         torch = sys.modules["torch"]
         if not issubclass(kind, torch.Tensor):
             raise TypeError(f"expected a tensor, got {kind.__module__}.{kind.__qualname__}")
         adapter = TorchAdapter(torch)
+    elif module == "cupy" and "cupy" in sys.modules and issubclass(kind, sys.modules["cupy"].ndarray):
+        adapter = CupyAdapter(sys.modules["cupy"])
     elif hasattr(kind, "__dlpack__"):
-        adapter = _generic
+        adapter = next((_registered[base] for base in kind.__mro__ if base in _registered), _generic)
     else:
         raise TypeError(f"expected a tensor with __dlpack__ (a NumPy array, a PyTorch tensor, ...), got "
                         f"{kind.__module__}.{kind.__qualname__}; convert it first, e.g. with numpy.asarray")
@@ -142,8 +249,9 @@ def mutable_adapter_of(x: Any, what: str) -> Any:
     """adapter_of(x), refusing types that cannot be written in place."""
     adapter = adapter_of(x)
     if not adapter.mutable:
-        raise TypeError(f"{what} must be a mutable tensor (NumPy or PyTorch); {type(x).__qualname__} "
-                        "cannot be written in place: use the out-of-place form")
+        raise TypeError(f"{what} must be a mutable tensor (NumPy, PyTorch, CuPy or a type registered with "
+                        f"starling.register_array_type(..., mutable=True)); {type(x).__qualname__} cannot be "
+                        "written in place: use the out-of-place form")
     return adapter
 
 

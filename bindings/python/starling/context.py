@@ -71,7 +71,9 @@ class Context:
     context it started MPI for is closed). Open contexts are closed at exit.
 
     Every operation takes tensors of any framework that exports DLPack (NumPy arrays,
-    PyTorch tensors, ...) in CPU memory, and returns results of the same type. Each has
+    PyTorch tensors, CuPy arrays, ...) in CPU or CUDA memory, and returns results of the
+    same type on the same device. CUDA tensors are ordered against their framework's
+    current stream (see :attr:`gpu_path` for how they move). Each has
     an out-of-place form (the result is a new tensor), an in-place form (``out=x``), and
     a ``*_nonblocking`` form returning a :class:`~starling.Request`. Collective
     operations must be called by every rank in the same order.
@@ -160,8 +162,15 @@ class Context:
 
     def stats(self) -> Dict[str, int]:
         """Counters since creation: operations, fused operations and groups, messages and
-        bytes sent, scratch memory held."""
+        bytes sent, scratch memory held, bytes copied between CUDA tensors and host
+        staging buffers (staged_bytes)."""
         return _core.py_get_stats(self._handle)
+
+    @property
+    def gpu_path(self) -> str:
+        """How this context moves CUDA tensors, and why: "none (no CUDA tensor used yet)"
+        or e.g. "staged on cuda:0: ..."."""
+        return _core.gpu_path(self._handle)
 
     # ---- timeline (STARLING_TIMELINE=<prefix>: <prefix><rank>.json, complete at close)
     @property

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Sequen
 
 from . import _core
 from ._args import rank_weights
-from ._tensors import mutable_adapter_of
+from ._tensors import caller_stream, mutable_adapter_of
 from .request import Request
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ class Window:
         self._tensor = tensor
         self._capsule = adapter.capsule(tensor)
         self._adapter = adapter
+        # A CUDA tensor's capsule carries its framework's stream, which must be the one
+        # current at each call: such windows export their tensor afresh per put.
+        self._on_device = type(self._capsule) is tuple
         self._handle = _core.window_create(context._handle, self._capsule, name, int(bool(zero_init)))
 
     @property
@@ -86,7 +89,8 @@ class Window:
 
     def _put(self, kind: int, tensor: Any, dst: Any, self_weight: float, mutex: bool, nonblocking: bool) -> Any:
         if tensor is None or tensor is self._tensor:
-            tensor, capsule = self._tensor, self._capsule
+            tensor = self._tensor
+            capsule = self._adapter.capsule(tensor) if self._on_device else self._capsule
         else:
             capsule = mutable_adapter_of(tensor, "tensor").capsule(tensor)
         if dst is not None and len(dst) == 0:
@@ -127,15 +131,23 @@ class Window:
         if (self_weight is None) != (neighbor_weights is None):
             raise ValueError("self_weight and neighbor_weights go together: give both or neither")
         use = int(self_weight is not None)
-        _core.py_window_update(self._handle, use, float(self_weight) if use else 0.0,
-                               rank_weights(neighbor_weights, "neighbor_weights"), int(bool(reset)),
-                               int(bool(require_mutex)))
+        args = (self._handle, use, float(self_weight) if use else 0.0,
+                rank_weights(neighbor_weights, "neighbor_weights"), int(bool(reset)), int(bool(require_mutex)))
+        if self._on_device:
+            with caller_stream(self._adapter.stream_of(self._tensor)):
+                _core.py_window_update(*args)
+        else:
+            _core.py_window_update(*args)
         return self._tensor
 
     def update_then_collect(self, *, require_mutex: bool = False) -> Any:
         """tensor += every in-neighbor buffer, then those buffers are zeroed (push-sum's
         collect step). Returns the tensor."""
-        _core.window_update_then_collect(self._handle, int(bool(require_mutex)))
+        if self._on_device:
+            with caller_stream(self._adapter.stream_of(self._tensor)):
+                _core.window_update_then_collect(self._handle, int(bool(require_mutex)))
+        else:
+            _core.window_update_then_collect(self._handle, int(bool(require_mutex)))
         return self._tensor
 
     def versions(self) -> Dict[int, int]:

@@ -2,7 +2,8 @@
 
 Same names, arguments, defaults, return types and errors as BlueFog 0.3.0; the README
 lists every deliberate difference. Tensors cross into Starling through DLPack without
-a copy; blocking calls wait in C with the GIL released.
+a copy; blocking calls wait in C with the GIL released. CUDA tensors are ordered against
+torch's current stream and results are allocated on the input's device.
 """
 
 import atexit
@@ -30,14 +31,19 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # ---- tensors ------------------------------------------------------------------------
 def _capsule(tensor: Any) -> Any:
+    """The DLPack capsule of a CPU tensor; (capsule, torch's current stream) for a CUDA
+    tensor, which the C call orders against (see starling._tensors)."""
     try:
-        return _to_dlpack(tensor)
+        capsule = _to_dlpack(tensor)
     except (RuntimeError, TypeError, AttributeError):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}") from None
         raise UnsupportedError(f"Tensor type {tensor.dtype} ({tensor.layout}, device {tensor.device}) is not "
-                               "supported: use a dense CPU tensor of dtype float16, bfloat16, float32, float64, "
-                               "int8, int16, int32, int64 or uint8") from None
+                               "supported: use a dense CPU or CUDA tensor of dtype float16, bfloat16, float32, "
+                               "float64, int8, int16, int32, int64 or uint8") from None
+    if tensor.is_cuda:
+        return capsule, torch.cuda.current_stream(tensor.device).cuda_stream
+    return capsule
 
 
 def _empty_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -73,7 +79,9 @@ def _deprecated_arguments(**replacements: str) -> Callable[[Callable[..., Any]],
 # ---- init, shutdown and layout ---------------------------------------------------------
 def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted: bool = False) -> None:
     """Starts Starling (once per process) and sets the topology: topology_fn(size())
-    or the exponential-2 graph. Calling init() again only sets the topology again."""
+    or the exponential-2 graph. Calling init() again only sets the topology again.
+    With CUDA available, the first call makes GPU local_rank() % device_count() the
+    current device, as BlueFog's programs do."""
     if S.context is None:
         if S.shut_down:
             raise S.unavailable()
@@ -82,8 +90,16 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         _logging.configure(S.context._rank)
         S.timeline_on = S.context.timeline_enabled
         atexit.register(shutdown)
+        _select_gpu(S.context.local_rank)
     set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
                  is_weighted)
+
+
+def _select_gpu(local_rank: int) -> None:
+    """One GPU per rank: ranks of one machine take its GPUs round-robin. Nothing to do
+    without CUDA (CPU-only torch, or no device)."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
 
 
 def shutdown() -> None:
@@ -155,7 +171,8 @@ def unified_mpi_window_model_supported() -> bool:
 
 
 def nccl_built() -> bool:
-    """False: this build moves CPU tensors over MPI."""
+    """False: CUDA tensors move through Starling's own GPU path (Context.gpu_path says
+    which), so none of BlueFog's NCCL-only restrictions apply."""
     return False
 
 
@@ -410,7 +427,7 @@ def _allgather(tensor: torch.Tensor, name: Optional[str], nonblocking: bool) -> 
     cin = _capsule(tensor)
     dims = torch.empty(S.context._size, dtype=torch.int64)
     _core.allgather_first_dims(h, cin, dims.numpy(), name)
-    output = torch.empty((int(dims.sum()),) + tuple(tensor.shape[1:]), dtype=tensor.dtype)
+    output = torch.empty((int(dims.sum()),) + tuple(tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
     cout = _capsule(output)
     if not nonblocking:
         _core.allgather(h, cin, cout, None, name)
@@ -451,7 +468,7 @@ def _neighbor_allgather(tensor: torch.Tensor, src_ranks: Any, dst_ranks: Any, en
     dims = torch.empty(len(src_ranks) if dynamic else len(S.in_ranks), dtype=torch.int64)
     _core.py_neighbor_allgather_first_dims(h, cin, dims.numpy(), src_ranks, dynamic, dst_ranks,
                                            int(bool(enable_topo_check) and dynamic), name)
-    output = torch.empty((int(dims.sum()),) + tuple(tensor.shape[1:]), dtype=tensor.dtype)
+    output = torch.empty((int(dims.sum()),) + tuple(tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
     cout = _capsule(output)
     request = _core.py_neighbor_allgather(h, cin, cout, None, src_ranks, dynamic, dst_ranks, 0, name,
                                           int(nonblocking))

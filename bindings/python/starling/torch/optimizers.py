@@ -437,7 +437,8 @@ class _PushSum(_Windowed):
         share = 1.0 / (len(out_ranks) + 1)
         self.dst_weights = {r: share for r in out_ranks}
         self.self_weight = share
-        self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype)]) for p in self._names}
+        self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype, device=p.device)])
+                          for p in self._names}
         self._create_windows(self._extended, dict(self._names), zero_init=True)
 
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
