@@ -62,9 +62,13 @@ inline void ExpectSameBytes(const DeviceBuffer& d, const std::string& what) {
       first = i;
       break;
     }
-  EXPECT_EQ(first, got.size()) << what << ": device result differs from the host path's from byte " << first
-                               << " (element " << first / KindSize(d.host.kind) << " of " << d.host.numel() << ", "
-                               << KindName(d.host.kind) << ")";
+  if (first == got.size()) return;
+  const size_t element = first / KindSize(d.host.kind);
+  Buffer device_copy(d.host.kind, d.host.shape);
+  std::memcpy(device_copy.bytes(), got.data(), got.size());
+  ADD_FAILURE() << what << ": device result differs from the host path's from byte " << first << " (element "
+                << element << " of " << d.host.numel() << ", " << KindName(d.host.kind)
+                << "): device " << device_copy.get(element) << ", host " << d.host.get(element);
 }
 
 // Element counts around the staged path's chunk (tests run with
