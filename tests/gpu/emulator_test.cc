@@ -629,6 +629,70 @@ TEST(Nccl, InitRejectsBadArguments) {
   EXPECT_NE(T().nccl_comm_init(&comm, 1, id, 0, 2), 0);
 }
 
+// ctest runs these with STARLING_EMU_NCCL_TIMEOUT=1: where a real NCCL would hang, the
+// emulator fails within the timeout.
+class NcclTimeout : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* t = std::getenv("STARLING_EMU_NCCL_TIMEOUT");
+    if (t == nullptr || std::strtod(t, nullptr) > 5) GTEST_SKIP() << "needs STARLING_EMU_NCCL_TIMEOUT <= 5";
+    ASSERT_EQ(T().nccl_load(), 0) << Err();
+    ASSERT_EQ(T().nccl_unique_id(id_), 0);
+  }
+  char id_[STARLING_NCCL_ID_BYTES];
+};
+
+TEST_F(NcclTimeout, InitWithoutPeersFails) {
+  void* comm = nullptr;
+  EXPECT_NE(T().nccl_comm_init(&comm, 3, id_, 1, 0), 0);  // rank 0 never comes
+  EXPECT_TRUE(Contains(Err(), "timed out")) << Err();
+  EXPECT_TRUE(Contains(Err(), "rank 0")) << Err();
+  EXPECT_NE(T().nccl_comm_init(&comm, 2, id_, 0, 0), 0);  // rank 1 never comes
+  EXPECT_TRUE(Contains(Err(), "never connected")) << Err();
+}
+
+// Both ranks send first, outside a group: a send completes only when received, so each
+// waits for the other's receive, queued behind its own send (NCCL hangs here).
+TEST_F(NcclTimeout, UngroupedExchangeFailsInsteadOfHanging) {
+  void* comms[2] = {nullptr, nullptr};
+  int rc[2] = {-1, -1};
+  std::string errors[2];
+  std::thread peer([&] { rc[1] = T().nccl_comm_init(&comms[1], 2, id_, 1, 1); });
+  rc[0] = T().nccl_comm_init(&comms[0], 2, id_, 0, 0);
+  peer.join();
+  ASSERT_EQ(rc[0], 0);
+  ASSERT_EQ(rc[1], 0);
+  auto exchange = [&](int me) {
+    const int device = me;
+    ASSERT_EQ(T().set_device(device), 0);
+    void* s = nullptr;
+    void* a = nullptr;
+    void* b = nullptr;
+    ASSERT_EQ(T().stream_create(device, &s), 0);
+    ASSERT_EQ(T().device_alloc(device, 64, &a), 0);
+    ASSERT_EQ(T().device_alloc(device, 64, &b), 0);
+    ASSERT_EQ(T().nccl_send(a, 64, 1 - me, comms[me], s), 0) << Err();
+    ASSERT_EQ(T().nccl_recv(b, 64, 1 - me, comms[me], s), 0) << Err();
+    rc[me] = T().stream_synchronize(s);
+    errors[me] = Err();
+    T().nccl_comm_abort(comms[me]);
+    T().stream_destroy(s);
+    T().device_free(a);
+    T().device_free(b);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::thread other(exchange, 1);
+  exchange(0);
+  other.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(rc[r], 0);
+    // One rank times out; the other may instead see it abort.
+    EXPECT_TRUE(Contains(errors[r], "timed out") || Contains(errors[r], "rank " + std::to_string(1 - r))) << errors[r];
+  }
+  EXPECT_TRUE(Contains(errors[0] + errors[1], "a real NCCL would hang")) << errors[0] << errors[1];
+}
+
 // ctest runs this one with STARLING_EMU_NO_NCCL=1.
 TEST(NoNccl, LoadFailsNamingTheLibrary) {
   if (std::getenv("STARLING_EMU_NO_NCCL") == nullptr) GTEST_SKIP() << "STARLING_EMU_NO_NCCL not set";

@@ -88,8 +88,9 @@ std::string Format(const char* format, ...) {
 std::string Hex(const void* p) { return Format("%p", p); }
 
 const Settings& GetSettings() {
-  static const Settings settings = ReadSettings();
-  return settings;
+  // Never destroyed: stream workers and NCCL readers may read it while the process exits.
+  static const Settings* settings = new Settings(ReadSettings());
+  return *settings;
 }
 
 int CurrentDevice() { return t_current_device; }
