@@ -135,15 +135,31 @@ TEST(Setup, DefaultIdentityIsPerHostAndDevice) {
   EXPECT_NE(T().device_identity(7, id0, sizeof id0), 0);
 }
 
-// ctest runs this one with STARLING_EMU_IDENTITY=rank-a,rank-b.
+// ctest runs this one with STARLING_EMU_IDENTITY=shared,gpu-%r, OMPI_COMM_WORLD_RANK=3
+// and three devices.
 TEST(Identity, Override) {
   const char* env = std::getenv("STARLING_EMU_IDENTITY");
   if (env == nullptr || *env == '\0') GTEST_SKIP() << "STARLING_EMU_IDENTITY not set";
   char id[128];
   ASSERT_EQ(T().device_identity(0, id, sizeof id), 0) << Err();
-  EXPECT_STREQ(id, "rank-a");
+  EXPECT_STREQ(id, "shared");
   ASSERT_EQ(T().device_identity(1, id, sizeof id), 0) << Err();
-  EXPECT_STREQ(id, "rank-b");
+  EXPECT_STREQ(id, "gpu-3");
+  ASSERT_EQ(T().device_identity(2, id, sizeof id), 0) << Err();
+  EXPECT_STREQ(id, "gpu-3-dev2");
+}
+
+// ctest runs this one with STARLING_EMU_DEVICES=0: a machine without a GPU.
+TEST(NoDevice, InitFails) {
+  const char* env = std::getenv("STARLING_EMU_DEVICES");
+  if (env == nullptr || std::string(env) != "0") GTEST_SKIP() << "STARLING_EMU_DEVICES=0 not set";
+  EXPECT_NE(T().init(), 0);
+  EXPECT_TRUE(Contains(Err(), "no CUDA-capable device")) << Err();
+  int count = -1;
+  ASSERT_EQ(T().device_count(&count), 0);
+  EXPECT_EQ(count, 0);
+  void* p = nullptr;
+  EXPECT_NE(T().device_alloc(0, 16, &p), 0);
 }
 
 // ---------------------------------------------------------------- memory
