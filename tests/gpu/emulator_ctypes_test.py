@@ -37,12 +37,13 @@ assert list(out) == [1, 2, 3, 4], list(out)
 stream = ctypes.c_void_p()
 check(lib.starling_emu_stream_create(0, ctypes.byref(stream)))
 start = time.monotonic()
-check(lib.starling_emu_sleep_on_stream(stream, 50000))
+check(lib.starling_emu_sleep_on_stream(stream, 200000))
 check(lib.starling_emu_fill_on_stream(stream, dev, (ctypes.c_int32 * 4)(5, 6, 7, 8), 16))  # a temporary: copied at the call
 check(lib.starling_emu_memcpy(out, dev, 16))
-assert list(out) == [1, 2, 3, 4], "the fill ran before the sleep ended"
+if time.monotonic() - start < 0.15:  # looked in time (a loaded machine may make us late)
+    assert list(out) == [1, 2, 3, 4], "the fill ran before the sleep ended"
 check(lib.starling_emu_stream_synchronize(stream))
-assert time.monotonic() - start >= 0.045
+assert time.monotonic() - start >= 0.19
 check(lib.starling_emu_memcpy(out, dev, 16))
 assert list(out) == [5, 6, 7, 8], list(out)
 check(lib.starling_emu_stream_destroy(stream))
