@@ -39,7 +39,7 @@ void ReadInt(const char* name, int min, int* out, std::string* error) {
 
 Settings ReadSettings() {
   Settings s;
-  ReadInt("STARLING_EMU_DEVICES", 1, &s.devices, &s.settings_error);
+  ReadInt("STARLING_EMU_DEVICES", 0, &s.devices, &s.settings_error);
   ReadInt("STARLING_EMU_DELAY_US", 0, &s.delay_us, &s.settings_error);
   int flag = 0;
   ReadInt("STARLING_EMU_NO_NCCL", 0, &flag, &s.settings_error);
@@ -88,8 +88,9 @@ std::string Format(const char* format, ...) {
 std::string Hex(const void* p) { return Format("%p", p); }
 
 const Settings& GetSettings() {
-  static const Settings settings = ReadSettings();
-  return settings;
+  // Never destroyed: stream workers and NCCL readers may read it while the process exits.
+  static const Settings* settings = new Settings(ReadSettings());
+  return *settings;
 }
 
 int CurrentDevice() { return t_current_device; }

@@ -20,12 +20,12 @@ std::string Hex(const void* p);  // "0x7f..." for messages
 
 // --- settings (read once, on first use).
 struct Settings {
-  int devices = 1;              // STARLING_EMU_DEVICES
+  int devices = 1;              // STARLING_EMU_DEVICES (0: a machine without a GPU)
   int delay_us = 0;             // STARLING_EMU_DELAY_US: each stream task sleeps 0..N us first
   bool no_nccl = false;         // STARLING_EMU_NO_NCCL=1: nccl_load fails as without libnccl
   double nccl_timeout_s = 60;   // STARLING_EMU_NCCL_TIMEOUT: bootstrap and per-wait limit
   bool poison = true;           // STARLING_EMU_POISON=0 disables the fill of new/freed memory
-  std::string identity;         // STARLING_EMU_IDENTITY: comma list, one per device
+  std::string identity;         // STARLING_EMU_IDENTITY: comma list, one per device; %r = rank
   std::string settings_error;   // a malformed variable, reported by init()
 };
 const Settings& GetSettings();

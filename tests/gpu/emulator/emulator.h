@@ -7,10 +7,13 @@
  * legacy default stream of the calling thread's current device.
  *
  * Environment (read once):
- *   STARLING_EMU_DEVICES=N        emulated devices (default 1)
+ *   STARLING_EMU_DEVICES=N        emulated devices (default 1; 0: init fails, no device)
  *   STARLING_EMU_IDENTITY=a[,b..] device_identity of device 0, 1, ... (default
- *                                 "emu-<hostname>-<device>"); ranks that set the same value
- *                                 share a GPU, as far as the core can tell
+ *                                 "emu-<hostname>-<device>"); ranks that see the same value
+ *                                 share a GPU, as far as the core can tell. "%r" becomes the
+ *                                 launcher's rank (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK):
+ *                                 "gpu-%r" gives every rank its own GPU, "gpu" one for all.
+ *                                 Devices past the list get "<last>-dev<device>".
  *   STARLING_EMU_DELAY_US=N       every stream task first sleeps a random 0..N us (default 0)
  *   STARLING_EMU_NO_NCCL=1        nccl_load fails: "libnccl.so.2 not found (emulated)"
  *   STARLING_EMU_NCCL_TIMEOUT=S   seconds a communicator waits for a peer (default 60)

@@ -27,6 +27,12 @@ constexpr char kIdMagic[] = "starling-emu-nccl-1";
 constexpr size_t kTokenOffset = 32;  // the id: magic, then at kTokenOffset a text token
 static_assert(kTokenOffset + 64 <= STARLING_NCCL_ID_BYTES, "the id must fit ncclUniqueId");
 
+// Now plus STARLING_EMU_NCCL_TIMEOUT: the bound of every wait for a peer.
+Clock::time_point TimeoutFromNow() {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(GetSettings().nccl_timeout_s));
+}
+
 double SecondsLeft(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
 }
@@ -129,9 +135,7 @@ int Comm::Create(int nranks, const void* id, int rank, int device, std::shared_p
   std::string token(idc + kTokenOffset, strnlen(idc + kTokenOffset, STARLING_NCCL_ID_BYTES - kTokenOffset));
   std::shared_ptr<Comm> comm(new Comm(nranks, rank, device));
   if (nranks > 1) {
-    const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(GetSettings().nccl_timeout_s));
-    if (comm->Connect(token, deadline) != 0) return 1;
+    if (comm->Connect(token, TimeoutFromNow()) != 0) return 1;
     for (int r = 0; r < nranks; ++r) {
       if (r == rank) continue;
       // Bounded writes: a peer that stops reading is an error, not a hang.
@@ -289,8 +293,7 @@ std::string Comm::Blocked(int peer) {
 }
 
 std::string Comm::Take(int peer, Channel channel, Message* out) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(GetSettings().nccl_timeout_s));
+  const auto deadline = TimeoutFromNow();
   std::unique_lock<std::mutex> lock(mu_);
   Peer& p = *peers_[peer];
   auto& queue = channel == Channel::kP2P ? p.p2p : p.coll;
@@ -315,8 +318,7 @@ uint64_t Comm::CountSend(int peer) {
 }
 
 std::string Comm::WaitAcks(int peer, uint64_t n) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(GetSettings().nccl_timeout_s));
+  const auto deadline = TimeoutFromNow();
   std::unique_lock<std::mutex> lock(mu_);
   Peer& p = *peers_[peer];
   for (;;) {

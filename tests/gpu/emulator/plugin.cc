@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -27,6 +28,7 @@ constexpr unsigned kPinnedKinds = 1u << STARLING_MEMORY_PINNED;
 int Init() {
   const Settings& s = GetSettings();
   if (!s.settings_error.empty()) return Fail("init: %s", s.settings_error.c_str());
+  if (s.devices == 0) return Fail("init: no CUDA-capable device (emulated: STARLING_EMU_DEVICES=0)");
   return 0;
 }
 
@@ -51,6 +53,13 @@ int SetDevice(int device) {
   return 0;
 }
 
+// The rank the MPI launcher gave this process, or "0".
+std::string LauncherRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  return "0";
+}
+
 // Unique per (host, device) by default. STARLING_EMU_IDENTITY lets a test say which ranks
 // share a physical GPU (same string) and which own one (different strings).
 int DeviceIdentity(int device, char* out, size_t size) {
@@ -69,6 +78,8 @@ int DeviceIdentity(int device, char* out, size_t size) {
       entries.push_back(list.substr(start, comma - start));
     entries.push_back(list.substr(start));
     id = static_cast<size_t>(device) < entries.size() ? entries[device] : Format("%s-dev%d", entries.back().c_str(), device);
+    // "%r": the launcher's rank, so that one setting for all ranks gives each its own GPU.
+    for (size_t at; (at = id.find("%r")) != std::string::npos;) id.replace(at, 2, LauncherRank());
   }
   if (id.size() + 1 > size) return Fail("device_identity: %zu bytes are too few for \"%s\"", size, id.c_str());
   std::memcpy(out, id.c_str(), id.size() + 1);
