@@ -21,8 +21,9 @@
 //    __fdiv_rn (double: __dadd_rn...): the _rn intrinsics are never contracted into an
 //    FMA whatever -fmad says, and are correctly rounded. Subnormals need -ftz=false
 //    (nvcc's default; checked below).
-//  * on the host, the library is compiled with -ffp-contract=off (CMakeLists.txt), so a
-//    -march with FMA cannot contract a + w * x either.
+//  * on the host, compile with -ffp-contract=off, so that a -march with FMA cannot
+//    contract a + w * x either: starling_device_kernels (CMakeLists.txt) does, and other
+//    code including this header must too (or call host_kernels.h instead).
 //  * NaN payloads: x86 SSE keeps the first NaN operand (quieted) and makes -NaN
 //    (0xffc00000) from invalid operations (inf - inf); CUDA returns one canonical NaN
 //    (0x7fffffff) from any of these. And GCC may swap the operands of a commutative
