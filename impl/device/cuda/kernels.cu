@@ -1,0 +1,80 @@
+// The plugin's kernels: dispatch.h picks the element functor of elementwise.h (the code
+// the host and the emulated device run too), and one grid-stride kernel template runs
+// it. Every launch is asynchronous on the caller's stream.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "impl/device/cuda/errors.h"
+#include "impl/device/cuda/plugin.h"
+#include "impl/device/kernels/dispatch.h"
+
+namespace starling::device::cuda {
+namespace {
+
+namespace kern = starling::device::kernels;
+
+// fn(i) for every i < n. fn arrives by value as a kernel parameter (weighted_sum's in[]
+// and w[] included: about 550 bytes of the 4 KiB allowed), so nothing is copied to the
+// device before the launch and the host arrays may be reused as soon as we return.
+template <class Fn>
+__global__ void Elementwise(Fn fn, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) fn(i);
+}
+
+constexpr unsigned kThreads = 256;
+// Enough blocks to fill any current GPU several times over (an H100 holds 132 SMs x 8
+// blocks of 256); larger tensors loop. Keeps the launch independent of the device.
+constexpr size_t kMaxBlocks = 8192;
+
+// The launcher dispatch.h calls: one kernel launch on `stream`.
+struct Launch {
+  cudaStream_t stream;
+  const char* what;
+  template <class Fn>
+  int operator()(const Fn& fn, size_t n) const {
+    const size_t blocks = std::min(kMaxBlocks, (n + kThreads - 1) / kThreads);
+    Elementwise<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n);
+    const cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return kern::kOk;
+    Fail(std::string(what) + ": kernel launch: " + cudaGetErrorString(err));
+    return kern::kLaunchFailed;
+  }
+};
+
+// dispatch.h's status as the table's: launch failures already hold their message.
+int Report(int status, const char* what, const std::string& args) {
+  if (status == kern::kOk) return 0;
+  if (status == kern::kLaunchFailed) return 1;
+  return Fail(std::string(what) + ": " + kern::StatusMessage(status) + " (" + args + ")");
+}
+
+std::string Args(const char* name, int value) { return std::string(name) + " " + std::to_string(value); }
+
+}  // namespace
+
+int Reduce(void* dst, const void* src, size_t n, int dtype, int op, void* stream) {
+  const int status = kern::DispatchReduce(Launch{ToStream(stream), "reduce"}, dst, src, n, dtype, op);
+  return Report(status, "reduce", Args("dtype", dtype) + ", " + Args("op", op));
+}
+
+int Divide(void* data, size_t n, int dtype, double divisor, void* stream) {
+  const int status = kern::DispatchDivide(Launch{ToStream(stream), "divide"}, data, n, dtype, divisor);
+  return Report(status, "divide", Args("dtype", dtype) + " (floating dtypes only)");
+}
+
+int WeightedSum(void* out, const void* x, double self_weight, const void* const* in, const double* w, int k,
+                size_t n, int dtype, void* stream) {
+  const int status =
+      kern::DispatchWeightedSum(Launch{ToStream(stream), "weighted_sum"}, out, x, self_weight, in, w, k, n, dtype);
+  return Report(status, "weighted_sum", Args("dtype", dtype) + ", " + Args("k", k));
+}
+
+int Convert(void* dst, int dst_dtype, const void* src, int src_dtype, size_t n, void* stream) {
+  const int status = kern::DispatchConvert(Launch{ToStream(stream), "convert"}, dst, dst_dtype, src, src_dtype, n);
+  return Report(status, "convert", Args("from dtype", src_dtype) + " " + Args("to dtype", dst_dtype));
+}
+
+}  // namespace starling::device::cuda

@@ -1,0 +1,207 @@
+// NCCL, loaded at run time: nccl_load dlopens libnccl.so.2 and resolves the functions
+// below; nothing links it, so the plugin loads (and its non-NCCL half works) where NCCL
+// is absent. nccl.h gives only the types and enums.
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "impl/device/cuda/errors.h"
+#include "impl/device/cuda/plugin.h"
+#include "impl/device/plugin_abi.h"
+
+namespace starling::device::cuda {
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == STARLING_NCCL_ID_BYTES, "plugin_abi.h's NCCL id size");
+
+constexpr const char* kLibrary = "libnccl.so.2";
+
+// The resolved entry points (types from nccl.h's declarations).
+struct Nccl {
+  decltype(&::ncclGetVersion) GetVersion;
+  decltype(&::ncclGetErrorString) GetErrorString;
+  decltype(&::ncclGetUniqueId) GetUniqueId;
+  decltype(&::ncclCommInitRank) CommInitRank;
+  decltype(&::ncclCommDestroy) CommDestroy;
+  decltype(&::ncclCommAbort) CommAbort;
+  decltype(&::ncclAllReduce) AllReduce;
+  decltype(&::ncclBroadcast) Broadcast;
+  decltype(&::ncclAllGather) AllGather;
+  decltype(&::ncclGroupStart) GroupStart;
+  decltype(&::ncclGroupEnd) GroupEnd;
+  decltype(&::ncclSend) Send;
+  decltype(&::ncclRecv) Recv;
+  std::string description;  // "NCCL 2.28.3"
+};
+
+std::mutex g_mutex;               // guards loading
+std::string g_load_error;         // why the last nccl_load failed
+std::atomic<const Nccl*> g_nccl;  // set once loaded; never unloaded
+
+template <typename F>
+bool Resolve(void* lib, const char* name, F* fn, std::string* error) {
+  *fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (*fn == nullptr) *error = std::string(kLibrary) + " has no " + name;
+  return *fn != nullptr;
+}
+
+// The loaded API, or nullptr after Fail("<what>: NCCL not loaded ...").
+const Nccl* Api(const char* what) {
+  const Nccl* api = g_nccl.load();
+  if (api == nullptr) Fail(std::string(what) + ": NCCL is not loaded (call nccl_load first)");
+  return api;
+}
+
+// 0, or Fail("ncclAllReduce: invalid usage (...)") with NCCL's own description.
+int CheckNccl(const Nccl* api, ncclResult_t result, const char* call) {
+  if (result == ncclSuccess) return 0;
+  cudaGetLastError();  // NCCL may leave a CUDA error behind
+  return Fail(std::string(call) + ": " + api->GetErrorString(result));
+}
+
+ncclComm_t Comm(void* comm) { return static_cast<ncclComm_t>(comm); }
+
+// NCCL takes the raw handle: NULL is its (legacy) default stream too.
+cudaStream_t NcclStream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+int NcclLoad() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_nccl.load() != nullptr) return 0;
+  void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    g_load_error = std::string("nccl_load: ") + kLibrary + " not found (" + (why ? why : "dlopen failed") + ")";
+    return Fail(g_load_error);
+  }
+  auto* api = new Nccl{};
+  std::string error;
+  const bool ok = Resolve(lib, "ncclGetVersion", &api->GetVersion, &error) &&
+                  Resolve(lib, "ncclGetErrorString", &api->GetErrorString, &error) &&
+                  Resolve(lib, "ncclGetUniqueId", &api->GetUniqueId, &error) &&
+                  Resolve(lib, "ncclCommInitRank", &api->CommInitRank, &error) &&
+                  Resolve(lib, "ncclCommDestroy", &api->CommDestroy, &error) &&
+                  Resolve(lib, "ncclCommAbort", &api->CommAbort, &error) &&
+                  Resolve(lib, "ncclAllReduce", &api->AllReduce, &error) &&
+                  Resolve(lib, "ncclBroadcast", &api->Broadcast, &error) &&
+                  Resolve(lib, "ncclAllGather", &api->AllGather, &error) &&
+                  Resolve(lib, "ncclGroupStart", &api->GroupStart, &error) &&
+                  Resolve(lib, "ncclGroupEnd", &api->GroupEnd, &error) &&
+                  Resolve(lib, "ncclSend", &api->Send, &error) && Resolve(lib, "ncclRecv", &api->Recv, &error);
+  int version = 0;
+  if (ok && api->GetVersion(&version) != ncclSuccess) error = "ncclGetVersion failed";
+  if (!error.empty()) {
+    delete api;
+    dlclose(lib);
+    g_load_error = "nccl_load: " + error;
+    return Fail(g_load_error);
+  }
+  // Since NCCL 2.9: major * 10000 + minor * 100 + patch.
+  api->description = "NCCL " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+                     std::to_string(version % 100);
+  g_nccl.store(api);  // kept for the life of the process, like the library
+  return 0;
+}
+
+const char* NcclDescribe() {
+  const Nccl* api = g_nccl.load();
+  return api != nullptr ? api->description.c_str() : "NCCL (not loaded)";
+}
+
+int NcclUniqueId(void* id) {
+  const Nccl* api = Api("nccl_unique_id");
+  if (api == nullptr) return 1;
+  ncclUniqueId unique{};
+  if (int rc = CheckNccl(api, api->GetUniqueId(&unique), "ncclGetUniqueId")) return rc;
+  std::memcpy(id, &unique, sizeof unique);
+  return 0;
+}
+
+int NcclCommInit(void** comm, int nranks, const void* id, int rank, int device) {
+  *comm = nullptr;
+  const Nccl* api = Api("nccl_comm_init");
+  if (api == nullptr) return 1;
+  // NCCL binds the communicator to the current device.
+  if (int rc = SetDevice(device)) return rc;
+  ncclUniqueId unique;
+  std::memcpy(&unique, id, sizeof unique);
+  ncclComm_t c = nullptr;
+  if (int rc = CheckNccl(api, api->CommInitRank(&c, nranks, unique, rank), "ncclCommInitRank")) return rc;
+  *comm = c;
+  return 0;
+}
+
+int NcclCommDestroy(void* comm) {
+  const Nccl* api = Api("nccl_comm_destroy");
+  return api == nullptr ? 1 : CheckNccl(api, api->CommDestroy(Comm(comm)), "ncclCommDestroy");
+}
+
+int NcclCommAbort(void* comm) {
+  const Nccl* api = Api("nccl_comm_abort");
+  return api == nullptr ? 1 : CheckNccl(api, api->CommAbort(Comm(comm)), "ncclCommAbort");
+}
+
+int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_all_reduce");
+  if (api == nullptr) return 1;
+  // starling::DType order: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8.
+  static const ncclDataType_t kTypes[] = {ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64, ncclInt8,
+                                          ncclInt8 /* int16: refused below */, ncclInt32, ncclInt64, ncclUint8};
+  if (dtype < 0 || dtype > 8 || dtype == 5) {
+    return Fail("nccl_all_reduce: dtype " + std::to_string(dtype) + " has no NCCL type (int16 and unknown dtypes)");
+  }
+  // ReduceOp: sum 0, average 1, min 2, max 3. Average is the caller's division.
+  ncclRedOp_t nccl_op;
+  switch (op) {
+    case 0: nccl_op = ncclSum; break;
+    case 2: nccl_op = ncclMin; break;
+    case 3: nccl_op = ncclMax; break;
+    default:
+      return Fail("nccl_all_reduce: op " + std::to_string(op) + " not accepted (SUM, MIN or MAX; divide for AVERAGE)");
+  }
+  return CheckNccl(api, api->AllReduce(send, recv, count, kTypes[dtype], nccl_op, Comm(comm), NcclStream(stream)),
+                   "ncclAllReduce");
+}
+
+int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_broadcast");
+  if (api == nullptr) return 1;
+  return CheckNccl(api, api->Broadcast(send, recv, bytes, ncclUint8, root, Comm(comm), NcclStream(stream)),
+                   "ncclBroadcast");
+}
+
+int NcclAllGather(const void* send, void* recv, size_t bytes, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_all_gather");
+  if (api == nullptr) return 1;
+  return CheckNccl(api, api->AllGather(send, recv, bytes, ncclUint8, Comm(comm), NcclStream(stream)),
+                   "ncclAllGather");
+}
+
+int NcclGroupStart() {
+  const Nccl* api = Api("nccl_group_start");
+  return api == nullptr ? 1 : CheckNccl(api, api->GroupStart(), "ncclGroupStart");
+}
+
+int NcclGroupEnd() {
+  const Nccl* api = Api("nccl_group_end");
+  return api == nullptr ? 1 : CheckNccl(api, api->GroupEnd(), "ncclGroupEnd");
+}
+
+int NcclSend(const void* buf, size_t bytes, int peer, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_send");
+  if (api == nullptr) return 1;
+  return CheckNccl(api, api->Send(buf, bytes, ncclUint8, peer, Comm(comm), NcclStream(stream)), "ncclSend");
+}
+
+int NcclRecv(void* buf, size_t bytes, int peer, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_recv");
+  if (api == nullptr) return 1;
+  return CheckNccl(api, api->Recv(buf, bytes, ncclUint8, peer, Comm(comm), NcclStream(stream)), "ncclRecv");
+}
+
+}  // namespace starling::device::cuda

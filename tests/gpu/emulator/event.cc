@@ -1,0 +1,131 @@
+#include "event.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common.h"
+#include "stream.h"
+
+namespace starling::emu {
+
+namespace {
+
+struct Event {
+  explicit Event(int d) : device(d) {}
+  const int device;
+  // The last record: the stream's progress and the point captured. Guarded by mu.
+  std::mutex mu;
+  std::shared_ptr<StreamState> stream;  // null until recorded
+  uint64_t point = 0;
+};
+
+struct EventRegistry {
+  std::mutex mu;
+  std::map<void*, std::shared_ptr<Event>> events;
+};
+
+EventRegistry& Events() {
+  static EventRegistry* registry = new EventRegistry;  // never destroyed, like the streams'
+  return *registry;
+}
+
+std::shared_ptr<Event> Resolve(const char* fn, void* handle) {
+  EventRegistry& reg = Events();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.events.find(handle);
+  if (it == reg.events.end()) {
+    Fail("%s: %p is not a live emulated event", fn, handle);
+    return nullptr;
+  }
+  return it->second;
+}
+
+// The last record of e, or a null state if never recorded.
+std::shared_ptr<StreamState> LastRecord(Event& e, uint64_t* point) {
+  std::lock_guard<std::mutex> lock(e.mu);
+  *point = e.point;
+  return e.stream;
+}
+
+}  // namespace
+
+int EventCreate(int device, void** handle) {
+  if (handle == nullptr) return Fail("event_create: event is NULL");
+  if (!ValidDevice(device)) return Fail("event_create: invalid device %d", device);
+  auto e = std::make_shared<Event>(device);
+  EventRegistry& reg = Events();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  *handle = e.get();
+  reg.events.emplace(*handle, std::move(e));
+  return 0;
+}
+
+int EventDestroy(void* handle) {
+  EventRegistry& reg = Events();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  if (reg.events.erase(handle) == 0) return Fail("event_destroy: %p is not a live emulated event", handle);
+  return 0;
+}
+
+int EventRecord(void* handle, void* stream_handle) {
+  auto e = Resolve("event_record", handle);
+  if (!e) return 1;
+  auto stream = ResolveStream("event_record", stream_handle);
+  if (!stream) return 1;
+  if (stream->device() != e->device)
+    return Fail("event_record: event of device %d recorded on a stream of device %d", e->device, stream->device());
+  uint64_t point;
+  if (stream->Point("event_record", &point) != 0) return 1;
+  std::lock_guard<std::mutex> lock(e->mu);
+  e->stream = stream->state();
+  e->point = point;
+  return 0;
+}
+
+int EventQuery(void* handle) {
+  auto e = Resolve("event_query", handle);
+  if (!e) return 2;
+  uint64_t point;
+  auto state = LastRecord(*e, &point);
+  if (!state) return 0;  // never recorded: complete, as cudaEventQuery says
+  std::string error;
+  const bool reached = state->Reached(point, &error);
+  if (!error.empty()) {
+    Fail("event_query: the event's stream %p failed: %s", state->handle(), error.c_str());
+    return 2;
+  }
+  return reached ? 0 : 1;
+}
+
+int EventSynchronize(void* handle) {
+  auto e = Resolve("event_synchronize", handle);
+  if (!e) return 1;
+  uint64_t point;
+  auto state = LastRecord(*e, &point);
+  if (!state) return 0;
+  const std::string error = state->WaitFor(point);
+  if (!error.empty()) return Fail("event_synchronize: the event's stream %p failed: %s", state->handle(), error.c_str());
+  return 0;
+}
+
+int StreamWaitEvent(void* stream_handle, void* handle) {
+  auto stream = ResolveStream("stream_wait_event", stream_handle);
+  if (!stream) return 1;
+  auto e = Resolve("stream_wait_event", handle);
+  if (!e) return 1;
+  uint64_t point;
+  auto state = LastRecord(*e, &point);
+  if (!state) {
+    uint64_t ignored;  // still report a failed stream, like any call on it
+    return stream->Point("stream_wait_event", &ignored);
+  }
+  // Captured now: a later record of the same event does not move this wait (CUDA's rule).
+  return stream->Submit("stream_wait_event", [state, point]() -> std::string {
+    const std::string error = state->WaitFor(point);
+    if (!error.empty()) return Format("waited for an event of stream %p, which failed: %s", state->handle(), error.c_str());
+    return "";
+  });
+}
+
+}  // namespace starling::emu

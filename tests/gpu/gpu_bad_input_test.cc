@@ -1,0 +1,99 @@
+// Bad CUDA input fails with a clear error on the calling rank, nothing hangs, and the
+// context stays usable. Registered with STARLING_EMU_DEVICES=2.
+#include "gpu_test_util.h"
+
+using namespace starling_test;
+
+namespace {
+
+class GpuBadInput : public ContextTest {
+ protected:
+  // The context still works: a device allreduce gives the host result.
+  void ExpectUsable() {
+    DeviceBuffer x(Kind::kF32, {9});
+    x.Fill(rank, 70);
+    ASSERT_OK(starling_allreduce(ctx, &x.host.t, &x.host.t, STARLING_SUM, nullptr));
+    ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, nullptr));
+    ExpectSameBytes(x, "allreduce after bad input");
+  }
+};
+
+TEST_F(GpuBadInput, HostPointerLabelledAsCuda) {
+  Buffer host(Kind::kF32, {8});
+  DLTensor t = host.t;
+  t.device = {kDLCUDA, 0};
+  EXPECT_ERROR(starling_allreduce(ctx, &t, &t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "says it is on cuda:0 but its data pointer is host memory");
+  ExpectUsable();
+}
+
+TEST_F(GpuBadInput, InputAndOutputOnDifferentDevices) {
+  DeviceBuffer in(Kind::kF32, {8});
+  Buffer out(Kind::kF32, {8});
+  EXPECT_ERROR(starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "in is on cuda:0 but out is host memory");
+  EXPECT_ERROR(starling_neighbor_allreduce(ctx, &out.t, &in.t, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "out is on cuda:0 but in is host memory");
+  ExpectUsable();
+}
+
+TEST_F(GpuBadInput, TensorOnAnotherGpuThanTheContexts) {
+  ExpectUsable();  // fixes the context's GPU: cuda:0
+  DeviceBuffer other(Kind::kF32, {8}, 1);
+  EXPECT_ERROR(starling_allreduce(ctx, &other.t, &other.t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "is on cuda:1 but this context uses cuda:0");
+  DLTensor lying = other.t;
+  lying.device = {kDLCUDA, 0};
+  EXPECT_ERROR(starling_allreduce(ctx, &lying, &lying, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "its memory belongs to cuda:1");
+  DLTensor missing = other.t;
+  missing.device = {kDLCUDA, 7};
+  EXPECT_ERROR(starling_allreduce(ctx, &missing, &missing, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "cuda:7");
+  ExpectUsable();
+}
+
+TEST_F(GpuBadInput, OverlappingDeviceTensors) {
+  DeviceBuffer x(Kind::kF32, {64});
+  DLTensor in = x.t, out = x.t;
+  int64_t half = 32;
+  in.shape = &half;
+  out.shape = &half;
+  out.byte_offset = 16 * 4;
+  EXPECT_ERROR(starling_allreduce(ctx, &in, &out, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "partially overlap");
+  ExpectUsable();
+}
+
+TEST_F(GpuBadInput, WindowOnDeviceSomewhereAndHostElsewhere) {
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+  DeviceBuffer x(Kind::kF32, {16});
+  starling_window_t win = nullptr;
+  DLTensor* t = rank == 0 ? &x.t : &x.host.t;
+  EXPECT_ERROR(starling_window_create(ctx, t, "mixed", 0, &win), STARLING_ERR_MISMATCH, "window_create");
+  EXPECT_EQ(win, nullptr);
+  ExpectUsable();
+  // The name is free again: a consistent create works.
+  ASSERT_OK(starling_window_create(ctx, &x.t, "mixed", 0, &win));
+  ASSERT_OK(starling_window_free(win));
+}
+
+TEST_F(GpuBadInput, NonContiguousAndNullDeviceData) {
+  DeviceBuffer x(Kind::kF32, {4, 4});
+  DLTensor t = x.t;
+  int64_t strides[] = {1, 4};
+  t.strides = strides;
+  EXPECT_ERROR(starling_allreduce(ctx, &t, &t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "not contiguous");
+  DLTensor null_data = x.t;
+  null_data.data = nullptr;
+  EXPECT_ERROR(starling_allreduce(ctx, &null_data, &null_data, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "NULL data");
+  DLTensor negative = x.t;
+  negative.device = {kDLCUDA, -1};
+  EXPECT_ERROR(starling_allreduce(ctx, &negative, &negative, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "negative CUDA device");
+  ExpectUsable();
+}
+
+}  // namespace

@@ -1,0 +1,326 @@
+// Every operation on CUDA tensors (the emulated device in CI) against the same call on
+// host tensors: results must be identical, at 1-4 ranks, for every dtype and for sizes
+// around the staged path's chunk. Registered with STARLING_GPU_CHUNK_BYTES=4096.
+#include <algorithm>
+#include <thread>
+
+#include "gpu_test_util.h"
+
+using namespace starling_test;
+
+namespace {
+
+class GpuOps : public ContextTest {};
+
+constexpr starling_reduce_op_t kOps[] = {STARLING_SUM, STARLING_AVERAGE, STARLING_MIN, STARLING_MAX};
+
+TEST_F(GpuOps, AllreduceEveryDtypeOpAndChunkBoundary) {
+  for (Kind k : kAllKinds) {
+    for (starling_reduce_op_t op : kOps) {
+      if (op == STARLING_AVERAGE && !IsFloat(k)) continue;
+      for (size_t n : SizesAroundChunks(k)) {
+        const std::string what = std::string("allreduce ") + KindName(k) + " op " + std::to_string(op) + " n " +
+                                 std::to_string(n);
+        DeviceBuffer in(k, {static_cast<int64_t>(n)}), out(k, {static_cast<int64_t>(n)});
+        in.Fill(rank, 1);
+        ASSERT_OK(starling_allreduce(ctx, &in.host.t, &out.host.t, op, "host"));
+        ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, op, "device"));
+        ExpectSameBytes(out, what);
+        ExpectSameBytes(in, what + " (input untouched)");
+        // In place.
+        ASSERT_OK(starling_allreduce(ctx, &in.host.t, &in.host.t, op, "host"));
+        ASSERT_OK(starling_allreduce(ctx, &in.t, &in.t, op, "device"));
+        ExpectSameBytes(in, what + " in place");
+      }
+    }
+  }
+}
+
+TEST_F(GpuOps, AllreduceOfTwoDimensionalTensorAgainstFloat64) {
+  // An independent check of the device path's numbers (not only equality with host).
+  DeviceBuffer in(Kind::kF64, {3, 1000}), out(Kind::kF64, {3, 1000});
+  in.Fill(rank, 2);
+  ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, STARLING_AVERAGE, nullptr));
+  const std::vector<char> got = out.Download();
+  for (size_t i = 0; i < 3000; ++i) {
+    double want = 0;
+    for (int r = 0; r < size; ++r) want += Value(Kind::kF64, r, i, 2);
+    want /= size;
+    double value;
+    std::memcpy(&value, got.data() + 8 * i, 8);
+    ASSERT_NEAR(value, want, 1e-12) << "element " << i;
+  }
+}
+
+TEST_F(GpuOps, BroadcastFromEveryRoot) {
+  for (Kind k : {Kind::kF32, Kind::kBF16, Kind::kI64, Kind::kU8}) {
+    for (size_t n : SizesAroundChunks(k)) {
+      for (int root = 0; root < size; ++root) {
+        DeviceBuffer in(k, {static_cast<int64_t>(n)}), out(k, {static_cast<int64_t>(n)});
+        in.Fill(rank, 3);
+        ASSERT_OK(starling_broadcast(ctx, &in.host.t, &out.host.t, root, nullptr));
+        ASSERT_OK(starling_broadcast(ctx, &in.t, &out.t, root, nullptr));
+        ExpectSameBytes(out, std::string("broadcast ") + KindName(k) + " root " + std::to_string(root));
+        ASSERT_OK(starling_broadcast(ctx, &in.host.t, &in.host.t, root, nullptr));
+        ASSERT_OK(starling_broadcast(ctx, &in.t, &in.t, root, nullptr));
+        ExpectSameBytes(in, "broadcast in place");
+      }
+    }
+  }
+}
+
+TEST_F(GpuOps, AllgatherWithVaryingFirstDims) {
+  for (Kind k : {Kind::kF16, Kind::kF64, Kind::kI8}) {
+    const int64_t rows = rank + 1, cols = 300;
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) total += r + 1;
+    DeviceBuffer in(k, {rows, cols}), out(k, {total, cols});
+    in.Fill(rank, 4);
+    std::vector<int64_t> dims_host(size), dims_device(size, -1), dims_only(size, -1);
+    ASSERT_OK(starling_allgather(ctx, &in.host.t, &out.host.t, dims_host.data(), nullptr));
+    ASSERT_OK(starling_allgather(ctx, &in.t, &out.t, dims_device.data(), nullptr));
+    ExpectSameBytes(out, std::string("allgather ") + KindName(k));
+    EXPECT_EQ(dims_device, dims_host);
+    ASSERT_OK(starling_allgather_first_dims(ctx, &in.t, dims_only.data(), nullptr));
+    EXPECT_EQ(dims_only, dims_host);
+  }
+}
+
+TEST_F(GpuOps, BarrierBetweenDeviceOperations) {
+  DeviceBuffer x(Kind::kF32, {5});
+  x.Fill(rank, 5);
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_allreduce(ctx, &x.host.t, &x.host.t, STARLING_SUM, nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, nullptr));
+  ASSERT_OK(starling_barrier(ctx));
+  ExpectSameBytes(x, "allreduce between barriers");
+}
+
+// Runs `call` on the host twins and on the device tensors and compares `out`.
+template <typename Call>
+void Both(DeviceBuffer& in, DeviceBuffer& out, const std::string& what, Call call) {
+  ASSERT_OK(call(&in.host.t, &out.host.t));
+  ASSERT_OK(call(&in.t, &out.t));
+  ExpectSameBytes(out, what);
+}
+
+TEST_F(GpuOps, NeighborAllreduceStaticWeightedAndDynamic) {
+  for (Kind k : kAllKinds) {
+    for (size_t n : SizesAroundChunks(k)) {
+      const std::string what = std::string(KindName(k)) + " n " + std::to_string(n);
+      DeviceBuffer in(k, {static_cast<int64_t>(n)}), out(k, {static_cast<int64_t>(n)});
+      in.Fill(rank, 6);
+      Both(in, out, "static " + what, [&](DLTensor* i, DLTensor* o) {
+        return starling_neighbor_allreduce(ctx, i, o, nullptr);
+      });
+      // Explicit weights over the in-neighbors.
+      std::vector<int> sources(size);
+      int count = 0;
+      ASSERT_OK(starling_in_neighbors(ctx, sources.data(), size, &count));
+      sources.resize(count);
+      std::vector<double> weights(sources.size(), 0.25);
+      starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+      args.use_weights = 1;
+      args.self_weight = 0.5;
+      args.num_sources = count;
+      args.source_ranks = sources.data();
+      args.source_weights = weights.data();
+      Both(in, out, "weighted " + what, [&](DLTensor* i, DLTensor* o) {
+        return starling_neighbor_allreduce(ctx, i, o, &args);
+      });
+      // Dynamic one-peer ring with destination weights.
+      const int to = (rank + 1) % size, from = (rank + size - 1) % size;
+      const double dst_weight = 0.75, src_weight = 0.5;
+      starling_neighbor_args_t dyn = STARLING_NEIGHBOR_ARGS_INIT;
+      dyn.dynamic = 1;
+      dyn.use_weights = 1;
+      dyn.self_weight = 0.5;
+      dyn.num_sources = size > 1 ? 1 : 0;
+      dyn.source_ranks = &from;
+      dyn.source_weights = &src_weight;
+      dyn.num_destinations = size > 1 ? 1 : 0;
+      dyn.destination_ranks = &to;
+      dyn.destination_weights = &dst_weight;
+      dyn.check_topology = 1;
+      Both(in, out, "dynamic " + what, [&](DLTensor* i, DLTensor* o) {
+        return starling_neighbor_allreduce(ctx, i, o, &dyn);
+      });
+    }
+  }
+}
+
+TEST_F(GpuOps, NeighborAllgather) {
+  for (Kind k : {Kind::kF32, Kind::kI16}) {
+    std::vector<int> sources(size);
+    int count = 0;
+    ASSERT_OK(starling_in_neighbors(ctx, sources.data(), size, &count));
+    int64_t total = 0;
+    for (int i = 0; i < count; ++i) total += sources[i] + 1;
+    DeviceBuffer in(k, {rank + 1, 70}), out(k, {total, 70});
+    in.Fill(rank, 7);
+    std::vector<int64_t> dims(size, -1), dims_device(size, -1);
+    ASSERT_OK(starling_neighbor_allgather(ctx, &in.host.t, &out.host.t, dims.data(), nullptr));
+    ASSERT_OK(starling_neighbor_allgather(ctx, &in.t, &out.t, dims_device.data(), nullptr));
+    ExpectSameBytes(out, std::string("neighbor_allgather ") + KindName(k));
+    EXPECT_EQ(dims_device, dims);
+  }
+}
+
+TEST_F(GpuOps, PairGossipAndLocalAllreduce) {
+  for (Kind k : {Kind::kF32, Kind::kBF16, Kind::kI32}) {
+    for (size_t n : SizesAroundChunks(k)) {
+      DeviceBuffer in(k, {static_cast<int64_t>(n)}), out(k, {static_cast<int64_t>(n)});
+      in.Fill(rank, 8);
+      if (size % 2 == 0) {
+        const int peer = rank ^ 1;
+        Both(in, out, "pair_gossip", [&](DLTensor* i, DLTensor* o) {
+          return starling_pair_gossip(ctx, i, o, peer, 0.3, 0.7, nullptr);
+        });
+      }
+      for (starling_reduce_op_t op : {STARLING_SUM, STARLING_MAX}) {
+        Both(in, out, "local_allreduce", [&](DLTensor* i, DLTensor* o) {
+          return starling_local_allreduce(ctx, i, o, op, nullptr);
+        });
+      }
+    }
+  }
+}
+
+TEST(GpuHierarchical, MachinesOfTwo) {
+  starling_context_options_t options = STARLING_CONTEXT_OPTIONS_INIT;
+  options.nodes_per_machine = 2;
+  starling_context_t ctx = nullptr;
+  ASSERT_OK(starling_context_create(&options, &ctx));
+  int world = 1;
+  ASSERT_OK(starling_size(ctx, &world));
+  if (world % 2 != 0) {
+    ASSERT_OK(starling_context_destroy(ctx));
+    GTEST_SKIP() << "needs an even number of ranks";
+  }
+  int machines = 0;
+  ASSERT_OK(starling_machine_size(ctx, &machines));
+  starling_topology_t ring = nullptr;
+  ASSERT_OK(starling_topology_ring(machines, STARLING_RING_BIDIRECTIONAL, &ring));
+  ASSERT_OK(starling_set_machine_topology(ctx, ring, 1));
+  ASSERT_OK(starling_topology_free(ring));
+  int rank = 0;
+  ASSERT_OK(starling_rank(ctx, &rank));
+  for (Kind k : {Kind::kF32, Kind::kF16}) {
+    for (size_t n : SizesAroundChunks(k)) {
+      DeviceBuffer in(k, {static_cast<int64_t>(n)}), out(k, {static_cast<int64_t>(n)});
+      in.Fill(rank, 9);
+      Both(in, out, "hierarchical_neighbor_allreduce", [&](DLTensor* i, DLTensor* o) {
+        return starling_hierarchical_neighbor_allreduce(ctx, i, o, nullptr);
+      });
+    }
+  }
+  ASSERT_OK(starling_context_destroy(ctx));
+}
+
+// Many small nonblocking neighbor_allreduce calls queued at once fuse on both paths;
+// fused device results equal unfused host ones (the test also runs with fusion off).
+TEST_F(GpuOps, NonblockingAndFusedMatchBlocking) {
+  constexpr int kCalls = 24;
+  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs;
+  std::vector<starling_request_t> reqs;
+  for (int c = 0; c < kCalls; ++c) {
+    const Kind k = c % 3 == 0 ? Kind::kF16 : Kind::kF32;
+    ins.push_back(std::make_unique<DeviceBuffer>(k, std::vector<int64_t>{17 + 40 * c}));
+    outs.push_back(std::make_unique<DeviceBuffer>(k, std::vector<int64_t>{17 + 40 * c}));
+    ins.back()->Fill(rank, 10 + c);
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &ins.back()->host.t, &outs.back()->host.t, nullptr));
+  }
+  for (int c = 0; c < kCalls; ++c) {
+    starling_request_t req = nullptr;
+    ASSERT_OK(starling_neighbor_allreduce_nonblocking(ctx, &ins[c]->t, &outs[c]->t, nullptr, &req));
+    reqs.push_back(req);
+  }
+  for (int c = kCalls - 1; c >= 0; --c) {
+    ASSERT_OK(starling_request_wait(reqs[c]));
+    ASSERT_OK(starling_request_free(reqs[c]));
+  }
+  for (int c = 0; c < kCalls; ++c) ExpectSameBytes(*outs[c], "call " + std::to_string(c));
+  starling_stats_t stats = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &stats));
+  EXPECT_GT(stats.staged_bytes, 0u);
+}
+
+TEST_F(GpuOps, ManyLargeNonblockingAllreducesPipelined) {
+  std::vector<std::unique_ptr<DeviceBuffer>> xs;
+  std::vector<starling_request_t> reqs;
+  for (int c = 0; c < 6; ++c) {
+    xs.push_back(std::make_unique<DeviceBuffer>(Kind::kF32, std::vector<int64_t>{10000 + 999 * c}));
+    xs.back()->Fill(rank, 30 + c);
+  }
+  for (auto& x : xs) ASSERT_OK(starling_allreduce(ctx, &x->host.t, &x->host.t, STARLING_AVERAGE, nullptr));
+  for (auto& x : xs) {
+    starling_request_t req = nullptr;
+    ASSERT_OK(starling_allreduce_nonblocking(ctx, &x->t, &x->t, STARLING_AVERAGE, nullptr, &req));
+    reqs.push_back(req);
+  }
+  for (starling_request_t r : reqs) {
+    ASSERT_OK(starling_request_wait(r));
+    ASSERT_OK(starling_request_free(r));
+  }
+  for (auto& x : xs) ExpectSameBytes(*x, "pipelined allreduce");
+}
+
+// The stream contract: the op starts after the work queued on the caller's stream when
+// it was called, and its result is in device memory when the call returns.
+TEST_F(GpuOps, OperationWaitsForTheCallersStream) {
+  void* stream = nullptr;
+  ASSERT_EMU(starling_emu_stream_create(0, &stream));
+  for (size_t n : {size_t{5}, size_t{5000}}) {
+    DeviceBuffer x(Kind::kF32, {static_cast<int64_t>(n)}), out(Kind::kF32, {static_cast<int64_t>(n)});
+    x.Fill(rank, 40);  // stale values
+    Buffer fresh(Kind::kF32, {static_cast<int64_t>(n)});
+    for (size_t i = 0; i < n; ++i) fresh.set(i, Value(Kind::kF32, rank, i, 41));
+    // Queue: a delay, then the fresh values, on the caller's stream; then the op.
+    ASSERT_EMU(starling_emu_sleep_on_stream(stream, 30000));
+    ASSERT_EMU(starling_emu_fill_on_stream(stream, x.device, fresh.bytes(), x.bytes()));
+    ASSERT_OK(starling_set_cuda_stream(stream));
+    void* current = nullptr;
+    ASSERT_OK(starling_get_cuda_stream(&current));
+    EXPECT_EQ(current, stream);
+    ASSERT_OK(starling_allreduce(ctx, &x.t, &out.t, STARLING_SUM, nullptr));
+    ASSERT_OK(starling_set_cuda_stream(nullptr));
+    std::memcpy(x.host.bytes(), fresh.bytes(), x.bytes());
+    ASSERT_OK(starling_allreduce(ctx, &x.host.t, &out.host.t, STARLING_SUM, nullptr));
+    ExpectSameBytes(out, "allreduce after the caller's stream work, n " + std::to_string(n));
+    // Nonblocking: the same contract at completion.
+    ASSERT_EMU(starling_emu_sleep_on_stream(stream, 20000));
+    ASSERT_EMU(starling_emu_fill_on_stream(stream, x.device, fresh.bytes(), x.bytes()));
+    ASSERT_OK(starling_set_cuda_stream(stream));
+    starling_request_t req = nullptr;
+    ASSERT_OK(starling_neighbor_allreduce_nonblocking(ctx, &x.t, &out.t, nullptr, &req));
+    ASSERT_OK(starling_set_cuda_stream(nullptr));
+    ASSERT_OK(starling_request_wait(req));
+    ASSERT_OK(starling_request_free(req));
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &x.host.t, &out.host.t, nullptr));
+    ExpectSameBytes(out, "neighbor_allreduce after the caller's stream work");
+  }
+  ASSERT_EMU(starling_emu_stream_destroy(stream));
+}
+
+TEST_F(GpuOps, PathIsReported) {
+  const char* path = nullptr;
+  DeviceBuffer x(Kind::kF32, {3});
+  x.Fill(rank, 50);
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, nullptr));
+  ASSERT_OK(starling_gpu_path(ctx, &path));
+  EXPECT_NE(std::string(path).find("cuda:0"), std::string::npos) << path;
+  EXPECT_NE(std::string(starling_config_string()).find("STARLING_GPU_PATH"), std::string::npos);
+}
+
+TEST(GpuPath, NoneBeforeTheFirstCudaTensor) {
+  starling_context_t ctx = nullptr;
+  ASSERT_OK(starling_context_create(nullptr, &ctx));
+  const char* path = nullptr;
+  ASSERT_OK(starling_gpu_path(ctx, &path));
+  EXPECT_EQ(std::string(path).rfind("none", 0), 0u) << path;
+  EXPECT_ERROR(starling_gpu_path(ctx, nullptr), STARLING_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_ERROR(starling_gpu_path(nullptr, &path), STARLING_ERR_INVALID_HANDLE, "");
+  ASSERT_OK(starling_context_destroy(ctx));
+}
+
+}  // namespace

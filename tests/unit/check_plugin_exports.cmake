@@ -1,0 +1,20 @@
+# cmake -DPLUGIN=<libstarling_cuda.so> -DNM=<nm> -DOBJDUMP=<objdump> -P check_plugin_exports.cmake
+# The CUDA plugin exports starling_device_plugin_v1 and nothing else, and needs neither
+# the CUDA driver, the CUDA runtime nor NCCL as shared libraries (it loads them itself).
+execute_process(COMMAND ${NM} -D --defined-only ${PLUGIN} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${NM} failed on ${PLUGIN}")
+endif()
+string(REGEX REPLACE "[^\n]* [A-Za-z] " "" names "${symbols}")
+string(STRIP "${names}" names)
+if(NOT names STREQUAL "starling_device_plugin_v1")
+  message(FATAL_ERROR "libstarling_cuda.so exports more than starling_device_plugin_v1:\n${symbols}")
+endif()
+execute_process(COMMAND ${OBJDUMP} -p ${PLUGIN} OUTPUT_VARIABLE headers RESULT_VARIABLE rc)
+string(REGEX MATCHALL "NEEDED +[^\n]+" needed "${headers}")
+foreach(entry IN LISTS needed)
+  if(entry MATCHES "libcuda|libcudart|libnccl")
+    message(FATAL_ERROR "libstarling_cuda.so links ${entry}: it must load these at run time")
+  endif()
+endforeach()
+message(STATUS "exports: ${names}; ${needed}")
