@@ -9,10 +9,10 @@ set(STARLING_MPI_ENV
 find_program(TIMEOUT_EXECUTABLE timeout REQUIRED)
 
 # starling_add_mpi_test(<name> COMMAND <exe> [args...] RANKS <n...> [TIMEOUT s] [ENV k=v...]
-#                       [PREFIX mpi] [LABEL mpi] [WORKING_DIRECTORY dir])
+#                       [PREFIX mpi] [LABEL mpi...] [WORKING_DIRECTORY dir])
 # registers <PREFIX>.<name>.np<n> for every n, run as `timeout mpiexec -n n <command>`.
 function(starling_add_mpi_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT;PREFIX;LABEL;WORKING_DIRECTORY" "COMMAND;RANKS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;PREFIX;WORKING_DIRECTORY" "COMMAND;RANKS;ENV;LABEL" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 240)
   endif()
@@ -32,7 +32,7 @@ function(starling_add_mpi_test name)
               ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS} ${ARG_COMMAND}
       WORKING_DIRECTORY ${ARG_WORKING_DIRECTORY})
     set_tests_properties(${test} PROPERTIES
-      LABELS ${ARG_LABEL} PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
+      LABELS "${ARG_LABEL}" PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
       ENVIRONMENT "${STARLING_MPI_ENV};${ARG_ENV}")
   endforeach()
 endfunction()

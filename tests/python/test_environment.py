@@ -1,7 +1,7 @@
 """BlueFog's environment variables as aliases of Starling's (a fresh 4-rank process with
 BLUEFOG_NODES_PER_MACHINE=2, BLUEFOG_TIMELINE, BLUEFOG_LOG_LEVEL=warning and
 BLUEFOG_FUSION_THRESHOLD=0): simulated machines and hierarchical operations, the
-timeline file, the log level, fusion off."""
+timeline file, the log level, fusion off; and the GPU that the first init() selects."""
 
 import json
 import logging
@@ -25,8 +25,17 @@ def machine_mean(m, salt=0):
     return (values(2 * m, SHAPE, "float64", salt) + values(2 * m + 1, SHAPE, "float64", salt)) / 2
 
 
-def test_init_reads_the_aliases():
+def test_init_reads_the_aliases(monkeypatch):
+    # The first init() puts the rank on GPU local_rank % device_count (torch.cuda mocked:
+    # this machine has none). 3 GPUs: local rank 1 of machine 1 (rank 3) takes GPU 1, not 0.
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
     bf.init()
+    assert chosen == [RANK % 2]
+    bf.init()
+    assert chosen == [RANK % 2]  # only once
     assert (bf.local_size(), bf.local_rank(), bf.machine_size(), bf.machine_rank()) == (2, RANK % 2, 2, RANK // 2)
     assert logging.getLogger("starling").level == logging.WARNING
     assert bf.timeline_start_activity("test", "INIT") and bf.timeline_end_activity("test")
