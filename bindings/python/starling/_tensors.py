@@ -223,8 +223,8 @@ def _lookup(kind: type) -> Any:
     module = kind.__module__.split(".")[0]
     if issubclass(kind, np.ndarray):
         adapter = _numpy
-    elif module == "torch" and "torch" in sys.modules:
-        torch = sys.modules["torch"]
+    elif "torch" in sys.modules and (module == "torch" or issubclass(kind, sys.modules["torch"].Tensor)):
+        torch = sys.modules["torch"]  # (subclasses of torch.Tensor too, wherever defined)
         if not issubclass(kind, torch.Tensor):
             raise TypeError(f"expected a tensor, got {kind.__module__}.{kind.__qualname__}")
         adapter = TorchAdapter(torch)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Sequen
 
 from . import _core
 from ._args import rank_weights
-from ._tensors import caller_stream, mutable_adapter_of
+from ._tensors import adapter_of, caller_stream, mutable_adapter_of
 from .request import Request
 
 if TYPE_CHECKING:
@@ -97,7 +97,13 @@ class Window:
             # An explicit empty set sends nothing (the C call would take it as "every
             # out-neighbor"); only the self_weight scaling remains.
             if self_weight != 1.0:
-                tensor *= self_weight
+                if adapter_of(tensor).name == "dlpack":
+                    # An array type Starling only knows through DLPack may lack *=: scale
+                    # it with a neighbor_allreduce that has no neighbors (local).
+                    self._context.neighbor_allreduce(tensor, self_weight=self_weight, src_weights={},
+                                                     dst_weights=[], out=tensor)
+                else:
+                    tensor *= self_weight
                 if self._context._associated_p:
                     self.associated_p *= self_weight
             return Request.completed(None) if nonblocking else None
