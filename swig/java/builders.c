@@ -36,25 +36,17 @@ static int64_t address_of(const void* p) { return (int64_t)(intptr_t)p; }
 static int weights_match(int num_ranks, int num_weights) { return num_weights < 0 || num_weights == num_ranks; }
 static int count_of(int n) { return n < 0 ? 0 : n; }
 
-int64_t starling_java_tensor_new(starling_java_buffer_t data, int64_t byte_offset, int code, int bits,
-                                 const long long* shape, int ndim) {
-  if (data.address == NULL || ndim < 0 || (ndim > 0 && shape == NULL) || bits <= 0 || bits % 8 != 0 ||
-      bits > 255 || code < 0 || code > 255 || byte_offset < 0)
-    return 0;
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; ++i) {
-    if (shape[i] < 0 || (shape[i] > 0 && numel > INT64_MAX / 8 / shape[i])) return 0;
-    numel *= shape[i];
-  }
-  if (byte_offset > data.capacity || numel * (bits / 8) > data.capacity - byte_offset) return 0;
+/* The descriptor both tensor builders make: dtype (code, bits, lanes 1), row-major shape. */
+static int64_t tensor_new(void* data, int device_type, int device_id, int64_t byte_offset, int code, int bits,
+                          const long long* shape, int ndim) {
   block_t b;
   /* One spare entry so that a 0-d tensor still has a non-NULL shape. */
   if (!block_init(&b, round8(sizeof(DLTensor)) + array_bytes(ndim + 1, sizeof(int64_t)))) return 0;
   DLTensor* t = (DLTensor*)b.base;
   b.used = round8(sizeof(DLTensor));
-  t->data = data.address;
-  t->device.device_type = kDLCPU;
-  t->device.device_id = 0;
+  t->data = data;
+  t->device.device_type = (DLDeviceType)device_type;
+  t->device.device_id = device_id;
   t->ndim = ndim;
   t->dtype.code = (uint8_t)code;
   t->dtype.bits = (uint8_t)bits;
@@ -64,6 +56,33 @@ int64_t starling_java_tensor_new(starling_java_buffer_t data, int64_t byte_offse
   t->strides = NULL;
   t->byte_offset = (uint64_t)byte_offset;
   return address_of(t);
+}
+
+/* Element count of a valid shape, or -1 (negative dimension, byte count overflows). */
+static int64_t shape_numel(const long long* shape, int ndim) {
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0 || (shape[i] > 0 && numel > INT64_MAX / 8 / shape[i])) return -1;
+    numel *= shape[i];
+  }
+  return numel;
+}
+
+static int dtype_ok(int code, int bits) { return bits > 0 && bits % 8 == 0 && bits <= 255 && code >= 0 && code <= 255; }
+
+int64_t starling_java_tensor_new(starling_java_buffer_t data, int64_t byte_offset, int code, int bits,
+                                 const long long* shape, int ndim) {
+  if (data.address == NULL || ndim < 0 || (ndim > 0 && shape == NULL) || !dtype_ok(code, bits) || byte_offset < 0)
+    return 0;
+  const int64_t numel = shape_numel(shape, ndim);
+  if (numel < 0 || byte_offset > data.capacity || numel * (bits / 8) > data.capacity - byte_offset) return 0;
+  return tensor_new(data.address, kDLCPU, 0, byte_offset, code, bits, shape, ndim);
+}
+
+int64_t starling_java_device_tensor_new(int64_t address, int device, int code, int bits, const long long* shape,
+                                        int ndim) {
+  if (ndim < 0 || (ndim > 0 && shape == NULL) || !dtype_ok(code, bits) || shape_numel(shape, ndim) < 0) return 0;
+  return tensor_new((void*)(intptr_t)address, kDLCUDA, device, 0, code, bits, shape, ndim);
 }
 
 int64_t starling_java_context_options_new(int use_host_comm, int64_t host_comm, int nodes_per_machine) {

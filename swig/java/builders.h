@@ -22,6 +22,12 @@ typedef struct starling_java_buffer {
 int64_t starling_java_tensor_new(starling_java_buffer_t data, int64_t byte_offset, int code, int bits,
                                  const long long* shape, int ndim);
 
+/* A DLTensor in CUDA memory (kDLCUDA) of `device` at `address`, dtype and shape as above.
+ * Nothing is checked against the memory: the library checks each call's tensors (device
+ * index, NULL data, that the pointer is device memory). */
+int64_t starling_java_device_tensor_new(int64_t address, int device, int code, int bits, const long long* shape,
+                                        int ndim);
+
 int64_t starling_java_context_options_new(int use_host_comm, int64_t host_comm, int nodes_per_machine);
 
 /* Weights arrays, when present, have one entry per rank of the matching ranks array. */

@@ -168,24 +168,69 @@ STARLING_JAVA_ARRAY(size_t, jlong, jlongArray, long, Long)
   }
 }
 
-// Stats: long[] of at least 6 entries, in the struct's field order.
+// Stats: long[] of at least 7 entries, in the struct's field order.
 %typemap(jni) starling_stats_t* out "jlongArray"
 %typemap(jtype) starling_stats_t* out "long[]"
 %typemap(jstype) starling_stats_t* out "long[]"
 %typemap(javain) starling_stats_t* out "$javainput"
 %typemap(in) starling_stats_t* out (starling_stats_t temp = STARLING_STATS_INIT) {
-  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 6) {
-    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stats output needs a long[6]");
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 7) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stats output needs a long[7]");
     return $null;
   }
   $1 = &temp;
 }
 %typemap(argout) starling_stats_t* out {
   {
-    jlong v[6] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+    jlong v[7] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
                   (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
-                  (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes};
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, 6, v);
+                  (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
+                  (jlong)temp$argnum.staged_bytes};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 7, v);
+  }
+}
+
+// CUDA streams: a cudaStream_t crosses as long (0: the legacy default stream);
+// starling_get_cuda_stream writes it into a long[1].
+%typemap(jni) void* stream "jlong"
+%typemap(jtype) void* stream "long"
+%typemap(jstype) void* stream "long"
+%typemap(javain) void* stream "$javainput"
+%typemap(in) void* stream %{ $1 = (void*)(uintptr_t)$input; %}
+%typemap(jni) void** out "jlongArray"
+%typemap(jtype) void** out "long[]"
+%typemap(jstype) void** out "long[]"
+%typemap(javain) void** out "$javainput"
+%typemap(in) void** out (void* temp = NULL) {
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stream output needs a long[1]");
+    return $null;
+  }
+  $1 = &temp;
+}
+%typemap(argout) void** out {
+  {
+    jlong value = (jlong)(uintptr_t)temp$argnum;
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 1, &value);
+  }
+}
+
+// starling_gpu_path's text: written into a String[1].
+%typemap(jni) const char** out "jobjectArray"
+%typemap(jtype) const char** out "String[]"
+%typemap(jstype) const char** out "String[]"
+%typemap(javain) const char** out "$javainput"
+%typemap(in) const char** out (const char* temp = NULL) {
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "text output needs a String[1]");
+    return $null;
+  }
+  $1 = ($1_ltype)&temp;
+}
+%typemap(argout) const char** out {
+  if (temp$argnum) {
+    jstring text = JCALL1(NewStringUTF, jenv, temp$argnum);
+    if (text) JCALL3(SetObjectArrayElement, jenv, $input, 0, text);
   }
 }
 

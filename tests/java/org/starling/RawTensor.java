@@ -114,6 +114,17 @@ final class RawTensor implements AutoCloseable {
     }
   }
 
+  /** {@code bytes} zeroed bytes of native host memory (for tests that need a raw address); free with release. */
+  static long hostMemory(long bytes) {
+    return zeroed(bytes);
+  }
+
+  static void release(long address) {
+    invoke(() -> {
+      FREE.invokeExact(address);
+    });
+  }
+
   private static long zeroed(long bytes) {
     long[] block = new long[1];
     invoke(() -> block[0] = (long) ALLOCATE.invokeExact(bytes));

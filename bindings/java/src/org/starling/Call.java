@@ -85,9 +85,13 @@ final class Call implements AutoCloseable {
     Check.notNull(tensor, what);
     Bound b = tensors.get(tensor); // the same Tensor twice (in place) shares its memory
     if (b == null) {
-      ByteBuffer memory = tensor.stage();
-      long descriptor = own(StarlingNative.java_tensor_new(memory, 0, tensor.dtype().code(),
-          tensor.dtype().bits(), tensor.shape()), what);
+      // Device tensors have no host memory to stage: the descriptor points at the GPU.
+      ByteBuffer memory = tensor.isOnDevice() ? null : tensor.stage();
+      long descriptor = own(memory == null
+          ? StarlingNative.java_device_tensor_new(tensor.devicePointer(), tensor.device(), tensor.dtype().code(),
+              tensor.dtype().bits(), tensor.shape())
+          : StarlingNative.java_tensor_new(memory, 0, tensor.dtype().code(), tensor.dtype().bits(), tensor.shape()),
+          what);
       b = new Bound(tensor, memory, descriptor);
       tensors.put(tensor, b);
     }

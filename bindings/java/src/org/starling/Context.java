@@ -125,9 +125,19 @@ public final class Context implements AutoCloseable {
   }
 
   public Stats stats() {
-    long[] v = new long[6];
+    long[] v = new long[7];
     StarlingNative.get_stats(handle, v);
-    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5]);
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+  }
+
+  /**
+   * How this context moves CUDA tensors, and why: "none (no CUDA tensor used yet)", or
+   * e.g. "staged on cuda:0: ...". Local.
+   */
+  public String gpuPath() {
+    String[] out = new String[1];
+    StarlingNative.gpu_path(handle, out);
+    return out[0];
   }
 
   // ---- topology
@@ -240,8 +250,12 @@ public final class Context implements AutoCloseable {
     return allgather(in, out, null);
   }
 
-  /** As allgather into a new direct tensor sized by allgatherFirstDims (two collectives). */
+  /**
+   * As allgather into a new direct tensor sized by allgatherFirstDims (two collectives).
+   * Host tensors only: for a device tensor, allocate the output on its GPU.
+   */
   public Tensor allgather(Tensor in) {
+    refuseDevice(in);
     long[] dims = allgatherFirstDims(in);
     Tensor out = Tensor.allocate(in.dtype(), gatheredShape(in, dims));
     allgather(in, out, null);
@@ -345,8 +359,9 @@ public final class Context implements AutoCloseable {
     return dims[0];
   }
 
-  /** As neighborAllgather into a new direct tensor (two collectives). */
+  /** As neighborAllgather into a new direct tensor (two collectives). Host tensors only. */
   public Tensor neighborAllgather(Tensor in, NeighborArgs args) {
+    refuseDevice(in);
     long[] dims = neighborAllgatherFirstDims(in, args);
     Tensor out = Tensor.allocate(in.dtype(), gatheredShape(in, dims));
     neighborAllgather(in, out, args);
@@ -392,6 +407,14 @@ public final class Context implements AutoCloseable {
     return args.isDynamic() ? args.sourceRanks().length : inNeighbors().length;
   }
 
+  /** The allocating forms make host tensors, which cannot hold a device tensor's result. */
+  private static void refuseDevice(Tensor in) {
+    if (Check.notNull(in, "in").isOnDevice()) {
+      throw new IllegalArgumentException("in is a CUDA tensor but this form allocates the result in host memory:"
+          + " allocate the output on the GPU and pass it (the form with an out tensor)");
+    }
+  }
+
   private static long[] gatheredShape(Tensor in, long[] firstDims) {
     long[] shape = in.shape();
     shape[0] = Arrays.stream(firstDims).sum();
@@ -401,15 +424,16 @@ public final class Context implements AutoCloseable {
   // ---- windows
 
   /**
-   * Creates window {@code name} over {@code tensor}, which must be direct: the window
-   * reads and writes its memory until it is closed. Collective.
+   * Creates window {@code name} over {@code tensor}, which must be direct or device
+   * memory (every rank's, or none's): the window reads and writes its memory until it is
+   * closed. Collective.
    */
   public Window createWindow(Tensor tensor, String name, boolean zeroInit) {
     Check.notNull(tensor, "tensor");
     Check.notNull(name, "name");
-    if (!tensor.isDirect()) {
+    if (!tensor.isDirect() && !tensor.isOnDevice()) {
       throw new IllegalArgumentException("a window needs a direct tensor (Tensor.allocate or a direct"
-          + " ByteBuffer): it reads and writes that memory until it is closed");
+          + " ByteBuffer) or device memory: it reads and writes that memory until it is closed");
     }
     Call call = new Call(); // the window borrows the descriptor until it is freed
     long[] out = new long[1];

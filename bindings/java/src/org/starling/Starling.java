@@ -28,6 +28,23 @@ public final class Starling {
     return StarlingNative.config_string();
   }
 
+  /**
+   * Sets the CUDA stream (a cudaStream_t as a long; 0: the legacy default stream) that
+   * this thread's later operations on device tensors order against: they start after the
+   * work queued on it when they are called. Thread-local, like CUDA's current device: set
+   * it on each thread that calls Starling. Local; never fails.
+   */
+  public static void setCudaStream(long stream) {
+    StarlingNative.set_cuda_stream(stream);
+  }
+
+  /** This thread's CUDA stream (0 unless set). */
+  public static long getCudaStream() {
+    long[] out = new long[1];
+    StarlingNative.get_cuda_stream(out);
+    return out[0];
+  }
+
   /** True if Starling's operations accept {@code dtype}. */
   public static boolean isSupported(DType dtype) {
     Check.notNull(dtype, "dtype");

@@ -1,5 +1,8 @@
 package org.starling;
 
-/** Counters of a context since its creation (starling_stats_t). */
+/**
+ * Counters of a context since its creation (starling_stats_t); stagedBytes: bytes copied
+ * between CUDA tensors and host staging buffers.
+ */
 public record Stats(long operations, long fusedOperations, long fusionGroups, long messagesSent, long bytesSent,
-    long scratchBytes) {}
+    long scratchBytes, long stagedBytes) {}

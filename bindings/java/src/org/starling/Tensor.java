@@ -6,9 +6,10 @@ import java.util.Arrays;
 
 /**
  * A dense, row-major (C-order) tensor handed to Starling: either a view of a direct
- * {@link ByteBuffer} (no copies: Starling reads and writes that memory) or a Java
+ * {@link ByteBuffer} (no copies: Starling reads and writes that memory), a Java
  * primitive array, which each call copies into native memory and, for outputs, back
- * again once the operation has completed.
+ * again once the operation has completed, or CUDA device memory allocated by another
+ * library ({@link #ofDevicePointer}).
  *
  * <p>A shape left empty means one dimension over all elements. Direct buffers must use
  * the native byte order (the order Starling reads elements in).
@@ -19,13 +20,40 @@ public final class Tensor {
   private final DType dtype;
   private final long[] shape;
   private final long numel;
+  private final long devicePointer; // CUDA memory (device >= 0 or a bad index); unused otherwise
+  private final int device; // NO_DEVICE for host tensors
+
+  private static final int NO_DEVICE = Integer.MIN_VALUE;
 
   private Tensor(ByteBuffer buffer, Object array, DType dtype, long[] shape, long numel) {
+    this(buffer, array, dtype, shape, numel, 0, NO_DEVICE);
+  }
+
+  private Tensor(ByteBuffer buffer, Object array, DType dtype, long[] shape, long numel, long devicePointer,
+      int device) {
     this.buffer = buffer;
     this.array = array;
     this.dtype = dtype;
     this.shape = shape;
     this.numel = numel;
+    this.devicePointer = devicePointer;
+    this.device = device;
+  }
+
+  /**
+   * A tensor in CUDA memory of GPU {@code device}: {@code address} is a device pointer
+   * (or managed memory) from another library (a cudaMalloc'ed block, a framework's data
+   * pointer), which Starling reads and writes in place. The caller keeps the memory
+   * alive until every operation using it has completed. Each call checks the pointer:
+   * a negative device, a null address with elements, or memory that is not device
+   * memory of {@code device} fail with StarlingException (INVALID_ARGUMENT), and a
+   * process without a usable GPU with UNSUPPORTED. Operations on device tensors order
+   * against this thread's stream ({@link Starling#setCudaStream}).
+   */
+  public static Tensor ofDevicePointer(long address, int device, DType dtype, long... shape) {
+    Check.notNull(dtype, "dtype");
+    long[] dims = shapeOf(shape, -1);
+    return new Tensor(null, null, dtype, dims, numel(dims), address, device);
   }
 
   /**
@@ -143,13 +171,35 @@ public final class Tensor {
     return numel * dtype.size();
   }
 
-  /** True for a view of a direct buffer; false for a copied array. */
+  /** True for a view of a direct buffer; false for a copied array or device memory. */
   public boolean isDirect() {
     return buffer != null;
   }
 
+  /** True for CUDA memory ({@link #ofDevicePointer}). */
+  public boolean isOnDevice() {
+    return device != NO_DEVICE;
+  }
+
+  /** The CUDA device of a device tensor. */
+  public int device() {
+    requireDevice();
+    return device;
+  }
+
+  /** The device pointer of a device tensor. */
+  public long devicePointer() {
+    requireDevice();
+    return devicePointer;
+  }
+
+  private void requireDevice() {
+    if (!isOnDevice()) throw new IllegalStateException("this tensor is in host memory, not on a device");
+  }
+
   /** The tensor's bytes (a new view: position 0, native order). Direct tensors only. */
   public ByteBuffer buffer() {
+    if (isOnDevice()) throw new IllegalStateException("this tensor is CUDA device memory; it has no buffer");
     if (buffer == null) throw new IllegalStateException("this tensor copies a Java array; it has no buffer");
     return buffer.duplicate().order(ByteOrder.nativeOrder());
   }
@@ -161,6 +211,7 @@ public final class Tensor {
   /** Element {@code index} (row-major) as a double. Not for float16/bfloat16 (read buffer()). */
   public double getDouble(long index) {
     int i = index(index);
+    refuseDevice();
     if (array != null) {
       if (array instanceof float[]) return ((float[]) array)[i];
       if (array instanceof double[]) return ((double[]) array)[i];
@@ -183,6 +234,7 @@ public final class Tensor {
   /** Sets element {@code index} (row-major), converting (integers truncate). Not for float16/bfloat16. */
   public void setDouble(long index, double value) {
     int i = index(index);
+    refuseDevice();
     if (array != null) {
       if (array instanceof float[]) ((float[]) array)[i] = (float) value;
       else if (array instanceof double[]) ((double[]) array)[i] = value;
@@ -207,6 +259,13 @@ public final class Tensor {
     double[] out = new double[Math.toIntExact(numel)];
     for (int i = 0; i < out.length; ++i) out[i] = getDouble(i);
     return out;
+  }
+
+  private void refuseDevice() {
+    if (isOnDevice()) {
+      throw new UnsupportedOperationException("this tensor is CUDA device memory: copy it to the host with the"
+          + " library that allocated it");
+    }
   }
 
   private int index(long index) {
@@ -238,6 +297,8 @@ public final class Tensor {
 
   @Override
   public String toString() {
-    return "Tensor(" + dtype + Arrays.toString(shape) + (buffer != null ? ", direct" : ", array") + ")";
+    String where = isOnDevice() ? ", cuda:" + device + " at 0x" + Long.toHexString(devicePointer)
+        : buffer != null ? ", direct" : ", array";
+    return "Tensor(" + dtype + Arrays.toString(shape) + where + ")";
   }
 }

@@ -5,10 +5,10 @@ import java.util.Map;
 import org.starling.internal.StarlingNative;
 
 /**
- * A one-sided window over a direct tensor (create it with Context.createWindow). This
- * rank keeps one buffer per in-neighbor; put and accumulate write this rank's data into
- * its out-neighbors' buffers, get fetches in-neighbors' tensors, update folds the buffers
- * into the tensor. The window keeps its tensor alive until {@link #close()}, which is
+ * A one-sided window over a direct or device tensor (create it with Context.createWindow).
+ * This rank keeps one buffer per in-neighbor; put and accumulate write this rank's data
+ * into its out-neighbors' buffers, get fetches in-neighbors' tensors, update folds the
+ * buffers into the tensor. The window keeps its tensor alive until {@link #close()}, which is
  * collective (no finalizer frees a window).
  */
 public final class Window implements AutoCloseable {
