@@ -23,6 +23,13 @@ TEST(GpuUnavailable, CudaTensorsAreRefusedWithTheReason) {
   t.ndim = 1;
   t.dtype = {kDLFloat, 32, 1};
   t.shape = &shape;
+  // On a machine with a GPU the real plugin loads: the host pointer is then refused as
+  // not being device memory, and there is nothing to test here.
+  if (starling_allreduce(ctx, &t, &t, STARLING_SUM, nullptr) == STARLING_ERR_INVALID_ARGUMENT &&
+      std::string(starling_last_error()).find("host memory") != std::string::npos) {
+    ASSERT_OK(starling_context_destroy(ctx));
+    GTEST_SKIP() << "a usable GPU is present";
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     EXPECT_ERROR(starling_allreduce(ctx, &t, &t, STARLING_SUM, nullptr), STARLING_ERR_UNSUPPORTED, expect);
     starling_window_t win = nullptr;

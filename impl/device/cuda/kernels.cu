@@ -56,25 +56,33 @@ std::string Args(const char* name, int value) { return std::string(name) + " " +
 }  // namespace
 
 int Reduce(void* dst, const void* src, size_t n, int dtype, int op, void* stream) {
-  const int status = kern::DispatchReduce(Launch{ToStream(stream), "reduce"}, dst, src, n, dtype, op);
-  return Report(status, "reduce", Args("dtype", dtype) + ", " + Args("op", op));
+  return OnStreamDevice(stream, [&] {
+    const int status = kern::DispatchReduce(Launch{ToStream(stream), "reduce"}, dst, src, n, dtype, op);
+    return Report(status, "reduce", Args("dtype", dtype) + ", " + Args("op", op));
+  });
 }
 
 int Divide(void* data, size_t n, int dtype, double divisor, void* stream) {
-  const int status = kern::DispatchDivide(Launch{ToStream(stream), "divide"}, data, n, dtype, divisor);
-  return Report(status, "divide", Args("dtype", dtype) + " (floating dtypes only)");
+  return OnStreamDevice(stream, [&] {
+    const int status = kern::DispatchDivide(Launch{ToStream(stream), "divide"}, data, n, dtype, divisor);
+    return Report(status, "divide", Args("dtype", dtype) + " (floating dtypes only)");
+  });
 }
 
 int WeightedSum(void* out, const void* x, double self_weight, const void* const* in, const double* w, int k,
                 size_t n, int dtype, void* stream) {
-  const int status =
-      kern::DispatchWeightedSum(Launch{ToStream(stream), "weighted_sum"}, out, x, self_weight, in, w, k, n, dtype);
-  return Report(status, "weighted_sum", Args("dtype", dtype) + ", " + Args("k", k));
+  return OnStreamDevice(stream, [&] {
+    const int status =
+        kern::DispatchWeightedSum(Launch{ToStream(stream), "weighted_sum"}, out, x, self_weight, in, w, k, n, dtype);
+    return Report(status, "weighted_sum", Args("dtype", dtype) + ", " + Args("k", k));
+  });
 }
 
 int Convert(void* dst, int dst_dtype, const void* src, int src_dtype, size_t n, void* stream) {
-  const int status = kern::DispatchConvert(Launch{ToStream(stream), "convert"}, dst, dst_dtype, src, src_dtype, n);
-  return Report(status, "convert", Args("from dtype", src_dtype) + " " + Args("to dtype", dst_dtype));
+  return OnStreamDevice(stream, [&] {
+    const int status = kern::DispatchConvert(Launch{ToStream(stream), "convert"}, dst, dst_dtype, src, src_dtype, n);
+    return Report(status, "convert", Args("from dtype", src_dtype) + " " + Args("to dtype", dst_dtype));
+  });
 }
 
 }  // namespace starling::device::cuda

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 
 namespace starling::device::cuda {
 
@@ -17,6 +18,10 @@ inline cudaStream_t ToStream(void* stream) {
 }
 
 // runtime.cc
+// Runs f() with the stream's device current (the caller's current device is restored):
+// kernels must be launched from their stream's device, and the core never changes an
+// application thread's current device.
+int OnStreamDevice(void* stream, const std::function<int()>& f);
 int Init();
 const char* Describe();
 int DeviceCount(int* count);

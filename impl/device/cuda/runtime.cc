@@ -68,6 +68,13 @@ int OnDevice(int device, F f) {
 
 }  // namespace
 
+int OnStreamDevice(void* stream, const std::function<int()>& f) {
+  if (stream == nullptr) return f();  // the legacy stream of the current device
+  int device = 0;
+  if (int rc = Check(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device), "cudaStreamGetDevice")) return rc;
+  return OnDevice(device, f);
+}
+
 int Init() {
   static const InitResult result = Initialize();  // once, thread-safe
   g_init.store(&result);
