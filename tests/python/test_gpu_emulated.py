@@ -210,7 +210,10 @@ def test_generic_arrays_use_the_threads_stream(ctx):
 
     class Foreign:
         def __init__(self, inner):
-            self.inner, self.shape, self.dtype, self.device = inner, inner.shape, inner.dtype, inner.device
+            self.inner, self.shape, self.dtype = inner, inner.shape, inner.dtype
+
+        def device(self):  # a method, as in JAX before 0.4.27
+            return self.inner.device
 
         def __dlpack__(self, stream=None):
             return self.inner.__dlpack__(stream=stream)

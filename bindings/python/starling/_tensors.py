@@ -180,7 +180,10 @@ class GenericAdapter:
                 raise UnsupportedError(f"{type(x).__qualname__} is on CUDA device {device[1]} but has no "
                                        "__array_namespace__ to allocate results with: use its framework's "
                                        "in-place form, or copy the array to the CPU first")
-            return namespace().empty(tuple(shape), dtype=x.dtype, device=x.device)
+            where = x.device
+            if callable(where):  # JAX before 0.4.27: device() is a method
+                where = where()
+            return namespace().empty(tuple(shape), dtype=x.dtype, device=where)
         if device[0] != 1:  # kDLCPU
             raise UnsupportedError(f"{type(x).__qualname__} is on DLPack device {tuple(device)}; Starling moves "
                                    "CPU and CUDA memory only: copy the tensor to the CPU first")

@@ -393,7 +393,9 @@ class Context:
     # ---- windows
     def window(self, tensor: Tensor, name: str, *, zero_init: bool = False) -> Window:
         """Creates window `name` over `tensor` (collective; same name, dtype and shape on
-        every rank). The window borrows the tensor until it is freed."""
+        every rank). The window borrows the tensor until it is freed. A CUDA tensor keeps
+        the window on the GPU (then every rank's must be); updates combine it through
+        host memory, after the work queued on its framework's current stream."""
         window = Window(self, tensor, name, zero_init)
         self._windows[name] = window
         return window
