@@ -1,5 +1,6 @@
 // Classic collectives: glue only (validation lives in impl/ops).
 #include "capi/private/launch.h"
+#include "impl/device/nccl_ops.h"
 #include "impl/device/staging.h"
 #include "impl/ops/collectives.h"
 
@@ -12,7 +13,10 @@ starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor
                             const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ReduceOp reduce = ToReduceOp(op);
-    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+    device::RouteOptions route{true, true, [&](const Views& v) {
+                                 return device::MakeNcclAllreduce(c, v[0], v[1], reduce, NameOf(name));
+                               }};
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeAllreduce(c, v[0], v[1], reduce, NameOf(name));
     });
   });
@@ -21,7 +25,10 @@ starling_status_t Allreduce(starling_context_t ctx, const DLTensor* in, DLTensor
 starling_status_t Broadcast(starling_context_t ctx, const DLTensor* in, DLTensor* out, int root, const char* name,
                             starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
-    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+    device::RouteOptions route{true, true, [&](const Views& v) {
+                                 return device::MakeNcclBroadcast(c, v[0], v[1], root, NameOf(name));
+                               }};
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeBroadcast(c, v[0], v[1], root, NameOf(name));
     });
   });
@@ -30,7 +37,10 @@ starling_status_t Broadcast(starling_context_t ctx, const DLTensor* in, DLTensor
 starling_status_t Allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out, int64_t* first_dims,
                             const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
-    return device::Route(c, {In(in), Out(out)}, false, [&](const Views& v) {
+    device::RouteOptions route{false, true, [&](const Views& v) {
+                                 return device::MakeNcclAllgather(c, v[0], v[1], first_dims, NameOf(name));
+                               }};
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeAllgather(c, v[0], v[1], first_dims, NameOf(name));
     });
   });
@@ -39,7 +49,7 @@ starling_status_t Allgather(starling_context_t ctx, const DLTensor* in, DLTensor
 starling_status_t AllgatherFirstDims(starling_context_t ctx, const DLTensor* in, int64_t* first_dims,
                                      const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
-    return device::Route(c, {Shape(in)}, false, [&](const Views& v) {
+    return device::Route(c, {Shape(in)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
       return ops::MakeAllgatherFirstDims(c, v[0], first_dims, NameOf(name));
     });
   });

@@ -3,6 +3,7 @@
 
 #include "capi/private/launch.h"
 #include "capi/private/topology_handles.h"
+#include "impl/device/nccl_ops.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/neighbor.h"
 
@@ -69,7 +70,10 @@ starling_status_t NeighborAllreduce(starling_context_t ctx, const DLTensor* in, 
                                     bool hierarchical) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ops::NeighborArgs parsed = ParseArgs(args);
-    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+    device::RouteOptions route{true, true, nullptr};
+    if (!hierarchical)
+      route.nccl = [&](const Views& v) { return device::MakeNcclNeighborAllreduce(c, v[0], v[1], parsed); };
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return hierarchical ? ops::MakeHierarchicalNeighborAllreduce(c, v[0], v[1], parsed)
                           : ops::MakeNeighborAllreduce(c, v[0], v[1], parsed);
     });
@@ -80,7 +84,7 @@ starling_status_t NeighborAllgather(starling_context_t ctx, const DLTensor* in, 
                                     const starling_neighbor_args_t* args, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ops::NeighborArgs parsed = ParseArgs(args);
-    return device::Route(c, {In(in), Out(out)}, false, [&](const Views& v) {
+    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
       return ops::MakeNeighborAllgather(c, v[0], &v[1], first_dims, parsed);
     });
   });
@@ -91,7 +95,7 @@ starling_status_t LocalAllreduce(starling_context_t ctx, const DLTensor* in, DLT
                                  bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ReduceOp reduce = ToReduceOp(op);
-    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{true, true, nullptr}, [&](const Views& v) {
       return ops::MakeLocalAllreduce(c, v[0], v[1], reduce, NameOf(name));
     });
   });
@@ -100,7 +104,8 @@ starling_status_t LocalAllreduce(starling_context_t ctx, const DLTensor* in, DLT
 starling_status_t PairGossip(starling_context_t ctx, const DLTensor* in, DLTensor* out, int peer, double self_weight,
                              double pair_weight, const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
-    return device::Route(c, {In(in), Out(out)}, true, [&](const Views& v) {
+    // Pair gossip involves two ranks at a time: it never chooses the path.
+    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{true, false, nullptr}, [&](const Views& v) {
       return ops::MakePairGossip(c, v[0], v[1], peer, self_weight, pair_weight, NameOf(name));
     });
   });
@@ -160,7 +165,7 @@ STARLING_API starling_status_t starling_neighbor_allgather_first_dims(starling_c
                                                                       const starling_neighbor_args_t* args) {
   return Launch(ctx, nullptr, false, [&](runtime::Context& c) {
     const ops::NeighborArgs parsed = ParseArgs(args);
-    return device::Route(c, {Shape(in)}, false, [&](const Views& v) {
+    return device::Route(c, {Shape(in)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
       return ops::MakeNeighborAllgather(c, v[0], nullptr, first_dims, parsed);
     });
   });

@@ -118,7 +118,7 @@ starling_status_t Transfer(starling_window_t win, DLTensor* tensor, const starli
     // The sender scales its own tensor by self_weight after sending: then it is written.
     const device::TensorArg arg{ViewOf(tensor, "tensor"),
                                 parsed.self_weight == 1.0 ? device::Role::kIn : device::Role::kInOut, "tensor"};
-    return device::Route(*e.context, {arg}, false, [&](const Views& v) {
+    return device::Route(*e.context, {arg}, device::RouteOptions{}, [&](const Views& v) {
       return windows::MakeTransfer(*e.context, e.window, kind, &v[0], parsed);
     });
   });

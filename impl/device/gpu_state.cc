@@ -15,20 +15,21 @@ size_t BlockSize(size_t bytes) {
 }
 }  // namespace
 
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {
   if (this != &other) {
     Release();
     owner_ = other.owner_;
     data_ = other.data_;
     capacity_ = other.capacity_;
+    device_ = other.device_;
     other.owner_ = nullptr;
     other.data_ = nullptr;
   }
   return *this;
 }
 
-void PinnedBuffer::Release() {
-  if (owner_ && data_) owner_->GivePinned(data_, capacity_);
+void PooledBuffer::Release() {
+  if (owner_ && data_) owner_->Give(data_, capacity_, device_);
   owner_ = nullptr;
   data_ = nullptr;
 }
@@ -37,12 +38,17 @@ GpuState::~GpuState() {
   if (plugin_ == nullptr) return;
   const starling_device_plugin_t& p = **plugin_;
   // Best effort: errors while tearing down have nowhere to go.
-  if (copy_stream_) {
-    p.stream_synchronize(copy_stream_);
-    p.stream_destroy(copy_stream_);
+  // Abort, not destroy: it never waits for peers (every operation already finished,
+  // or failed and must not hang the teardown).
+  if (nccl_comm_) p.nccl_comm_abort(nccl_comm_);
+  for (void* stream : {copy_stream_, nccl_stream_}) {
+    if (stream == nullptr) continue;
+    p.stream_synchronize(stream);
+    p.stream_destroy(stream);
   }
   for (void* e : events_) p.event_destroy(e);
   for (const Block& b : free_pinned_) p.host_free(b.data);
+  for (const Block& b : free_device_) p.device_free(b.data);
 }
 
 const Plugin& GpuState::Admit(const TensorView& view, const char* what) {
@@ -79,8 +85,30 @@ const Plugin& GpuState::Admit(const TensorView& view, const char* what) {
 std::string GpuState::PathDescription() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (device_ < 0) return "none (no CUDA tensor used yet)";
-  return Str("staged on cuda:", device_, ": pinned host copies and the MPI algorithms (device plugin: ",
+  switch (path_.load()) {
+    case GpuPath::kNccl:
+      return Str("nccl on cuda:", device_, ": ", path_reason_, " (", (*plugin_)->nccl_describe(), "; ",
+                 (*plugin_)->describe(), ")");
+    case GpuPath::kStaged:
+      return Str("staged on cuda:", device_, ": ", path_reason_, " (", (*plugin_)->describe(), ")");
+    case GpuPath::kUnset:
+      break;
+  }
+  return Str("staged on cuda:", device_, " until the first collective operation on CUDA tensors chooses the path (",
              (*plugin_)->describe(), ")");
+}
+
+void GpuState::SetPath(GpuPath path, std::string reason, void* nccl_comm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  path_reason_ = std::move(reason);
+  nccl_comm_ = nccl_comm;
+  path_.store(path, std::memory_order_release);
+}
+
+void* GpuState::nccl_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (nccl_stream_ == nullptr) plugin_->Check((*plugin_)->stream_create(device_, &nccl_stream_), "stream_create");
+  return nccl_stream_;
 }
 
 void* GpuState::copy_stream() {
@@ -107,28 +135,33 @@ void GpuState::GiveEvent(void* event) {
   events_.push_back(event);
 }
 
-PinnedBuffer GpuState::TakePinned(size_t bytes) {
+PooledBuffer GpuState::TakePinned(size_t bytes) { return Take(bytes, false); }
+PooledBuffer GpuState::TakeDevice(size_t bytes) { return Take(bytes, true); }
+
+PooledBuffer GpuState::Take(size_t bytes, bool device) {
   const size_t size = BlockSize(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto best = free_pinned_.end();
-  for (auto it = free_pinned_.begin(); it != free_pinned_.end(); ++it) {
-    if (it->capacity >= size && (best == free_pinned_.end() || it->capacity < best->capacity)) best = it;
+  std::vector<Block>& pool = device ? free_device_ : free_pinned_;
+  auto best = pool.end();
+  for (auto it = pool.begin(); it != pool.end(); ++it) {
+    if (it->capacity >= size && (best == pool.end() || it->capacity < best->capacity)) best = it;
   }
-  if (best != free_pinned_.end()) {
+  if (best != pool.end()) {
     const Block block = *best;
-    free_pinned_.erase(best);
-    return PinnedBuffer(this, block.data, block.capacity);
+    pool.erase(best);
+    return PooledBuffer(this, block.data, block.capacity, device);
   }
   void* data = nullptr;
-  if ((*plugin_)->host_alloc(size, &data) != 0)
-    Fail(Code::kOutOfMemory, "could not allocate ", size, " bytes of pinned host memory for staging: ",
-         (*plugin_)->last_error());
-  return PinnedBuffer(this, static_cast<char*>(data), size);
+  const starling_device_plugin_t& p = **plugin_;
+  if ((device ? p.device_alloc(device_, size, &data) : p.host_alloc(size, &data)) != 0)
+    Fail(Code::kOutOfMemory, "could not allocate ", size, device ? " bytes of device memory on cuda:" : " bytes of ",
+         device ? Str(device_) : std::string("pinned host memory"), " for CUDA tensors' staging: ", p.last_error());
+  return PooledBuffer(this, static_cast<char*>(data), size, device);
 }
 
-void GpuState::GivePinned(char* data, size_t capacity) {
+void GpuState::Give(char* data, size_t capacity, bool device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  free_pinned_.push_back({data, capacity});
+  (device ? free_device_ : free_pinned_).push_back({data, capacity});
 }
 
 }  // namespace starling::device

@@ -14,15 +14,17 @@
 
 namespace starling::device {
 
-// Page-locked host memory from the plugin, returned to its pool on destruction.
+// Page-locked host memory or device memory from the plugin, returned to its pool on
+// destruction.
 class GpuState;
-class PinnedBuffer {
+class PooledBuffer {
  public:
-  PinnedBuffer() = default;
-  PinnedBuffer(GpuState* owner, char* data, size_t capacity) : owner_(owner), data_(data), capacity_(capacity) {}
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  ~PinnedBuffer() { Release(); }
+  PooledBuffer() = default;
+  PooledBuffer(GpuState* owner, char* data, size_t capacity, bool device)
+      : owner_(owner), data_(data), capacity_(capacity), device_(device) {}
+  PooledBuffer(PooledBuffer&& other) noexcept { *this = std::move(other); }
+  PooledBuffer& operator=(PooledBuffer&& other) noexcept;
+  ~PooledBuffer() { Release(); }
   char* data() const { return data_; }
   // Forgets the memory without returning it: for buffers MPI may still write after an
   // abort (kept until the process exits, like impl/common/quarantine).
@@ -33,7 +35,11 @@ class PinnedBuffer {
   GpuState* owner_ = nullptr;
   char* data_ = nullptr;
   size_t capacity_ = 0;
+  bool device_ = false;
 };
+
+// How a context moves CUDA tensors, chosen by its first collective CUDA operation.
+enum class GpuPath { kUnset, kStaged, kNccl };
 
 class GpuState {
  public:
@@ -57,13 +63,24 @@ class GpuState {
   void* TakeEvent();
   void GiveEvent(void* event);
   // Pinned memory of at least `bytes`; any thread.
-  PinnedBuffer TakePinned(size_t bytes);
+  PooledBuffer TakePinned(size_t bytes);
+  // Device memory of at least `bytes` on the context's GPU (NCCL path scratch).
+  PooledBuffer TakeDevice(size_t bytes);
+
+  // --- the path (impl/device/gpu_path.cc decides it, once) ---
+  GpuPath path() const { return path_.load(std::memory_order_acquire); }
+  void SetPath(GpuPath path, std::string reason, void* nccl_comm);
+  // The NCCL communicator and the engine's NCCL stream (NCCL path only).
+  void* nccl_comm() const { return nccl_comm_; }
+  void* nccl_stream();
+  std::mutex setup_mutex;  // held while EnsurePath runs the choice
 
   std::atomic<uint64_t> staged_bytes{0};  // bytes copied between device and host
 
  private:
-  friend class PinnedBuffer;
-  void GivePinned(char* data, size_t capacity);
+  friend class PooledBuffer;
+  void Give(char* data, size_t capacity, bool device);
+  PooledBuffer Take(size_t bytes, bool device);
 
   std::mutex mutex_;
   const Plugin* plugin_ = nullptr;
@@ -75,6 +92,11 @@ class GpuState {
     size_t capacity;
   };
   std::vector<Block> free_pinned_;
+  std::vector<Block> free_device_;
+  std::atomic<GpuPath> path_{GpuPath::kUnset};
+  std::string path_reason_;  // guarded by mutex_
+  void* nccl_comm_ = nullptr;
+  void* nccl_stream_ = nullptr;
 };
 
 }  // namespace starling::device

@@ -16,10 +16,12 @@
  *  - dtype values are starling::DType's (impl/common/dtype.h); op values ReduceOp's.
  *  - "async" functions enqueue on `stream` and return; arguments passed by pointer
  *    (the in/w arrays of weighted_sum) are read before the call returns.
- *  - every function may be called from any thread. Functions that take a stream, event
- *    or device run with that device current and restore the calling thread's current
- *    device before returning: the core never calls set_device on an application's
- *    thread (set_device exists for the plugin's own tests and tools).
+ *  - every function may be called from any thread. Functions that take a device, and
+ *    the kernels (their stream's device), run with that device current; a thread whose
+ *    current device was already that one keeps it, and one that chose another device
+ *    through set_device gets it back. (A thread on CUDA's implicit device 0 may be left
+ *    on the new device: switching back would create a context on GPU 0.) The core never
+ *    calls set_device itself.
  *
  * Plain C, so that the core (C++), the CUDA plugin (nvcc) and the emulator share it. */
 #ifndef STARLING_DEVICE_PLUGIN_ABI_H_

@@ -4,6 +4,7 @@
 
 #include "impl/common/error.h"
 #include "impl/device/caller_stream.h"
+#include "impl/device/gpu_path.h"
 #include "impl/device/gpu_state.h"
 
 namespace starling::device {
@@ -14,7 +15,7 @@ struct StagedTensor {
   TensorView host_view;    // its pinned copy
   Role role;
   bool alias = false;      // same memory as an earlier arg (in place): it does the copies
-  PinnedBuffer buffer;     // empty for aliases and empty tensors
+  PooledBuffer buffer;     // empty for aliases and empty tensors
 };
 
 // Elements [first, first + count) of every tensor, or all of each tensor.
@@ -188,8 +189,8 @@ bool AnyOnDevice(const std::vector<TensorArg>& args) {
   return device != nullptr;
 }
 
-std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args, bool elementwise,
-                                   const MakeOp& make) {
+std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args,
+                                   const RouteOptions& options, const MakeOp& make) {
   if (!AnyOnDevice(args)) {
     std::vector<TensorView> views;
     for (const TensorArg& a : args) views.push_back(a.view);
@@ -201,10 +202,18 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
   for (size_t i = 0; i < args.size(); ++i)
     for (size_t j = 0; j < i; ++j) CheckInOut(args[j].view, args[i].view, args[j].name, args[i].name);
 
+  const GpuPath path = options.collective ? EnsurePath(context, gpu) : gpu.path();
+  if (path == GpuPath::kNccl && options.nccl) {
+    std::vector<TensorView> views;
+    for (const TensorArg& a : args) views.push_back(a.view);
+    make(views);  // the CPU op's checks, identical on every path; the op is discarded
+    return options.nccl(views);
+  }
+
   std::vector<StagedTensor> tensors;
   std::vector<TensorView> host_views;
   for (const TensorArg& a : args) {
-    StagedTensor t{a.view, a.view, a.role, false, PinnedBuffer()};
+    StagedTensor t{a.view, a.view, a.role, false, PooledBuffer()};
     t.host_view.device = -1;
     auto primary = std::find_if(tensors.begin(), tensors.end(), [&](const StagedTensor& o) {
       return !o.alias && a.view.bytes > 0 && o.device_view.data == a.view.data;
@@ -232,7 +241,7 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
   const size_t elem = DTypeSize(args[0].view.dtype);
   const size_t chunk = std::max<size_t>(1, context.config().gpu_chunk_bytes / elem);
   const size_t numel = args[0].view.numel;
-  if (elementwise && SameElements(args) && numel > chunk) {
+  if (options.elementwise && SameElements(args) && numel > chunk) {
     for (size_t first = 0; first < numel; first += chunk) {
       const size_t count = std::min(chunk, numel - first);
       std::vector<TensorView> views;

@@ -35,11 +35,21 @@ struct TensorArg {
 // Builds the CPU op over the given views (same order as the args).
 using MakeOp = std::function<std::unique_ptr<runtime::Op>(const std::vector<TensorView>& views)>;
 
-// elementwise: every arg has the same dtype and element count and the op works element
-// by element, so it may be built and run once per chunk of STARLING_GPU_CHUNK_BYTES
-// (each chunk a 1-D tensor) for pipelining.
-std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args, bool elementwise,
-                                   const MakeOp& make);
+struct RouteOptions {
+  // Every arg has the same dtype and element count and the op works element by element,
+  // so it may be built and run once per chunk of STARLING_GPU_CHUNK_BYTES (each chunk a
+  // 1-D tensor) for pipelining.
+  bool elementwise = false;
+  // Every rank of the context makes this call: it may choose the context's GPU path
+  // (impl/device/gpu_path.h) if that is not done yet.
+  bool collective = false;
+  // The op on the NCCL path (empty: the op always takes the staged path). Called with
+  // the device views after `make` validated them.
+  MakeOp nccl;
+};
+
+std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args,
+                                   const RouteOptions& options, const MakeOp& make);
 
 // True if any of the views is CUDA memory (after checking they are not mixed).
 bool AnyOnDevice(const std::vector<TensorArg>& args);

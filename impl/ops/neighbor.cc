@@ -180,6 +180,8 @@ bool IsDefault(const NeighborArgs& args) {
          args.destinations.empty() && args.destination_weights.empty();
 }
 
+}  // namespace
+
 // The plan for `args` over the current topology. The default plan (static mode,
 // topology weights: what most calls use) is computed once per topology snapshot.
 std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, const NeighborArgs& args) {
@@ -194,8 +196,6 @@ std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, con
   }
   return std::static_pointer_cast<const NeighborPlan>(topology->default_neighbor_plan);
 }
-
-}  // namespace
 
 void CheckSendRecvMatch(runtime::Context& context, const std::vector<int>& sends, const std::vector<int>& recvs,
                         uint64_t seq, const LazyText& what) {

@@ -27,6 +27,10 @@ std::unique_ptr<runtime::Op> MakeSetTopology(const runtime::Context& context,
                                              std::shared_ptr<const topology::Graph> graph, bool weighted,
                                              bool machine);
 
+// The plan for `args` over the context's current topology (the default plan is cached
+// per topology snapshot). Throws Error(kInvalidArgument) naming a bad rank or weight.
+std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, const NeighborArgs& args);
+
 // The collective check of dynamic mode: every rank contributes its send and receive
 // sets; throws Error(kMismatch) on every rank, naming pairs, if they do not match.
 void CheckSendRecvMatch(runtime::Context& context, const std::vector<int>& sends, const std::vector<int>& recvs,

@@ -23,6 +23,11 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kWindowCreate: return "window_create";
     case OpKind::kWindowFree: return "window_free";
     case OpKind::kLocalAllreduce: return "local_allreduce";
+    case OpKind::kGpuSetup: return "GPU path setup (the first collective on CUDA tensors)";
+    case OpKind::kNcclAllreduce: return "allreduce on CUDA tensors (NCCL path)";
+    case OpKind::kNcclBroadcast: return "broadcast on CUDA tensors (NCCL path)";
+    case OpKind::kNcclAllgather: return "allgather on CUDA tensors (NCCL path)";
+    case OpKind::kNcclNeighborAllreduce: return "neighbor_allreduce on CUDA tensors (NCCL path)";
   }
   return "unknown";
 }
@@ -37,7 +42,7 @@ std::string DescribeSignature(const Signature& sig) {
     return Str(sig.extra ? "set_machine_topology" : "set_topology", " #", sig.seq, " (graph fingerprint ", std::hex,
                sig.count, std::dec, ")");
   std::string s = Str(OpKindName(sig.kind), " #", sig.seq, " (");
-  if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce)
+  if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce || sig.kind == OpKind::kNcclAllreduce)
     s += Str(ReduceOpName(static_cast<ReduceOp>(sig.reduce)), ", ");
   if (sig.kind != OpKind::kBarrier && sig.dtype < kNumDTypes) s += Str(DTypeName(static_cast<DType>(sig.dtype)), ", ");
   if (sig.kind == OpKind::kAllgather || sig.kind == OpKind::kAllgatherDims || sig.kind == OpKind::kNeighborAllgather)

@@ -30,6 +30,11 @@ enum class OpKind : uint8_t {
   kWindowCreate,
   kWindowFree,
   kLocalAllreduce,
+  kGpuSetup,              // a context choosing its GPU path (impl/device/gpu_path.cc)
+  kNcclAllreduce,         // the NCCL path's operations agree on these kinds, so a rank
+  kNcclBroadcast,         // on the NCCL path never meets a rank on the MPI path unnoticed
+  kNcclAllgather,
+  kNcclNeighborAllreduce,
 };
 const char* OpKindName(OpKind kind);
 

@@ -72,7 +72,7 @@ void StartService(runtime::Context& context, Registry& registry) {
 class CreateOp : public runtime::Op {
  public:
   CreateOp(const TensorView& tensor, std::string name, bool zero_init, std::unique_ptr<device::HostAccess> device,
-           device::PinnedBuffer initial)
+           device::PooledBuffer initial)
       : tensor_(tensor),
         name_(std::move(name)),
         zero_init_(zero_init),
@@ -122,7 +122,7 @@ class CreateOp : public runtime::Op {
   std::string name_;
   bool zero_init_;
   std::unique_ptr<device::HostAccess> device_;
-  device::PinnedBuffer initial_;  // a device tensor's contents, read when create was called
+  device::PooledBuffer initial_;  // a device tensor's contents, read when create was called
 };
 
 class FreeOp : public runtime::Op {
@@ -306,7 +306,7 @@ std::unique_ptr<runtime::Op> MakeCreate(runtime::Context& context, const TensorV
   STARLING_CHECK_ARG(!name.empty(), "window name must not be empty");
   STARLING_CHECK_ARG(name.find('\n') == std::string::npos, "window name must not contain a newline");
   std::unique_ptr<device::HostAccess> access;
-  device::PinnedBuffer initial;
+  device::PooledBuffer initial;
   if (tensor.on_device()) {
     device::GpuState& gpu = context.Extension<device::GpuState>();
     gpu.Admit(tensor, "tensor");

@@ -109,7 +109,7 @@ void Window::Update(const UpdateWeights& args, bool with_p, const std::function<
     const int k = static_cast<int>(inputs.size());
     if (tensor_.numel > 0) {
       // A device tensor is combined in a pinned host copy (after the caller's stream).
-      device::PinnedBuffer staged;
+      device::PooledBuffer staged;
       void* data = tensor_.data;
       if (device_) {
         staged = device_->gpu().TakePinned(tensor_.bytes);

@@ -31,6 +31,9 @@ run_tests() {  # <dir> <ctest regex>
 
 mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_window_stress_test mpi_bad_input_test
   mpi_context_test mpi_timeout_test mpi_abort_test)
+# The CUDA paths on the emulated device (its stream workers and NCCL sockets are threads
+# too): staged and NCCL, windows, bad input.
+gpu_programs=(gpu_ops_test gpu_windows_test gpu_bad_input_test gpu_unavailable_test starling_emudevice)
 
 for stage in "${stages[@]}"; do
   start=$SECONDS
@@ -39,17 +42,18 @@ for stage in "${stages[@]}"; do
       # Every MPI program at every rank count ctest registers (fused, unfused and
       # small-chunk variants included), and the Python suite on the same library.
       configure build-asan address
-      cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" starling_python
+      cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|python\.(suite|shutdown|environment))'
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])'
       ;;
     tsan)
       # The progress engine, fusion and the window service with their threads, at 2
       # and 3 ranks (TSan slows each rank down 5-15x; 2 cores).
       configure build-tsan thread -DSTARLING_BUILD_PYTHON=OFF
       cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
-        mpi_window_stress_test mpi_abort_test
-      run_tests build-tsan '^mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort)\.np2)$'
+        mpi_window_stress_test mpi_abort_test "${gpu_programs[@]}"
+      run_tests build-tsan \
+        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
       ;;
     *)
       echo "unknown stage '$stage' (asan or tsan)" >&2
