@@ -365,6 +365,10 @@ TEST_F(GpuOps, PathIsReported) {
   ASSERT_OK(starling_gpu_path(ctx, &path));
   const std::string device = "cuda:" + std::to_string(TestDevice::Get().index());
   EXPECT_NE(std::string(path).find(device), std::string::npos) << path;
+  starling_stats_t stats = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &stats));
+  EXPECT_EQ(stats.gpu_path, std::string(path).rfind("nccl", 0) == 0 ? uint64_t{STARLING_GPU_PATH_NCCL}
+                                                                    : uint64_t{STARLING_GPU_PATH_STAGED});
   // The registration says which path the context must have chosen, and why.
   const char* expect = std::getenv("EXPECT_PATH");
   if (expect != nullptr) {
