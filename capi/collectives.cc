@@ -28,7 +28,12 @@ starling_status_t Broadcast(starling_context_t ctx, const DLTensor* in, DLTensor
     device::RouteOptions route{true, true, [&](const Views& v) {
                                  return device::MakeNcclBroadcast(c, v[0], v[1], root, NameOf(name));
                                }};
-    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
+    // Staging moves only what the broadcast reads and writes: `in` at the root (whose
+    // `out` is unchanged when in place), `out` elsewhere.
+    device::TensorArg source = In(in), target = Out(out);
+    if (c.rank() != root) source.role = device::Role::kShape;
+    else if (in != nullptr && out != nullptr && source.view.data == target.view.data) target.role = device::Role::kIn;
+    return device::Route(c, {source, target}, route, [&](const Views& v) {
       return ops::MakeBroadcast(c, v[0], v[1], root, NameOf(name));
     });
   });

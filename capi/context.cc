@@ -172,7 +172,11 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   full.messages_sent = stats.messages_sent.load();
   full.bytes_sent = stats.bytes_sent.load();
   full.scratch_bytes = stats.scratch_bytes.load();
-  full.staged_bytes = Contexts().Get(ctx)->Extension<device::GpuState>().staged_bytes.load();
+  device::GpuState& gpu = Contexts().Get(ctx)->Extension<device::GpuState>();
+  full.staged_bytes = gpu.staged_bytes.load();
+  full.gpu_path = gpu.path() == device::GpuPath::kNccl     ? STARLING_GPU_PATH_NCCL
+                  : gpu.path() == device::GpuPath::kStaged ? STARLING_GPU_PATH_STAGED
+                                                           : STARLING_GPU_PATH_NONE;
   const size_t size = std::min(out->struct_size, sizeof full);
   std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
               size - sizeof(size_t));

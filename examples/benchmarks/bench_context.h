@@ -45,6 +45,18 @@ inline DLTensor Tensor(float* data, int64_t* shape) {
 void Combine(float* __restrict out, const float* __restrict x, const std::vector<float*>& r, float self, float w,
              size_t n);
 
+// A rank's neighbors: where it sends and where it receives from.
+struct Peers {
+  std::vector<int> send, recv;
+};
+// The context's static topology, as starling_in_neighbors / starling_out_neighbors say.
+Peers StaticPeers(starling_context_t ctx);
+// The raw-MPI neighbor average of `count` floats of x into out (Irecv into scratch[j]
+// from each in-neighbor, Isend to each out-neighbor, Waitall, Combine); uniform: every
+// weight 1 / (in-degree + 1), else 0.5. Shared by the host and the staged GPU references.
+void RawNeighborAverage(const Peers& peers, float* x, float* out, std::vector<std::vector<float>>& scratch, int count,
+                        bool uniform);
+
 // The families: each runs its comparisons for every size and returns the rows.
 std::vector<Row> RunCollectives(BenchContext& b, const std::string& op, const std::vector<size_t>& sizes);
 std::vector<Row> RunNeighbor(BenchContext& b, const std::string& variant, const std::vector<size_t>& sizes);

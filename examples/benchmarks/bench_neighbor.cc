@@ -8,9 +8,6 @@
 #include "bench_context.h"
 
 namespace bench {
-namespace {
-
-}  // namespace
 
 void Combine(float* __restrict out, const float* __restrict x, const std::vector<float*>& r, float self, float w,
              size_t n) {
@@ -38,13 +35,7 @@ void Combine(float* __restrict out, const float* __restrict x, const std::vector
   }
 }
 
-namespace {
-
-struct Peers {
-  std::vector<int> send, recv;
-};
-
-Peers Static(starling_context_t ctx) {
+Peers StaticPeers(starling_context_t ctx) {
   Peers p;
   int count = 0;
   starling_in_neighbors(ctx, nullptr, 0, &count);
@@ -56,6 +47,8 @@ Peers Static(starling_context_t ctx) {
   return p;
 }
 
+namespace {
+
 Peers Next(starling_schedule_t schedule, int size) {
   Peers p;
   p.send.resize(static_cast<size_t>(size));
@@ -66,6 +59,8 @@ Peers Next(starling_schedule_t schedule, int size) {
   p.recv.resize(static_cast<size_t>(nr));
   return p;
 }
+
+}  // namespace
 
 // One raw-MPI neighbor average of x into out over `peers`, receiving into `scratch`.
 void RawNeighborAverage(const Peers& peers, float* x, float* out, std::vector<std::vector<float>>& scratch, int count,
@@ -86,8 +81,6 @@ void RawNeighborAverage(const Peers& peers, float* x, float* out, std::vector<st
   Combine(out, x, r, w, w, static_cast<size_t>(count));
 }
 
-}  // namespace
-
 std::vector<Row> RunNeighbor(BenchContext& b, const std::string& variant, const std::vector<size_t>& sizes) {
   starling_topology_t topo;
   if (variant == "ring") {
@@ -102,7 +95,7 @@ std::vector<Row> RunNeighbor(BenchContext& b, const std::string& variant, const 
     starling_topology_free(topo);
     return rows;
   }
-  const Peers fixed = Static(b.ctx);
+  const Peers fixed = StaticPeers(b.ctx);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(b.size), std::vector<float>(b.a.size()));
   for (size_t bytes : sizes) {
     int64_t n = static_cast<int64_t>(bytes / 4);

@@ -3,14 +3,19 @@
 //
 //   mpirun -np 2 starling_bench [--ops LIST] [--min-bytes 4] [--max-bytes 67108864]
 //                               [--budget 0.4] [--csv results.csv]
+//                               [--device cpu|cuda] [--gpu-path auto|staged|nccl]
+//                               [--chunk-bytes N]
 //
 // LIST (comma-separated, default all): allreduce, broadcast, allgather,
 // neighbor_exp2, neighbor_ring, neighbor_dynamic, fusion, win_put, win_accumulate.
+// With --device cuda (bench_gpu.cc): allreduce, broadcast, neighbor_ring,
+// neighbor_exp2, combine, on CUDA tensors against hand-written staging or raw NCCL.
 // Prints a table (reference us, starling us, ratio, difference) and appends CSV rows.
 #include <cstring>
 #include <sstream>
 
 #include "bench_context.h"
+#include "bench_gpu.h"
 
 namespace {
 
@@ -21,7 +26,20 @@ struct Options {
   size_t max_bytes = size_t{64} << 20;
   double budget = 0.4;
   std::string csv;
+  bool ops_given = false;
+  std::string device = "cpu";
+  std::string gpu_path;    // --gpu-path: becomes STARLING_GPU_PATH (empty: the environment's)
+  size_t chunk_bytes = 0;  // --chunk-bytes: becomes STARLING_GPU_CHUNK_BYTES (0: the environment's)
 };
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: starling_bench [--ops LIST] [--min-bytes N] [--max-bytes N] [--budget seconds] "
+               "[--csv file]\n                      [--device cpu|cuda] [--gpu-path auto|staged|nccl] "
+               "[--chunk-bytes N]\n  LIST: allreduce,broadcast,allgather,neighbor_exp2,neighbor_ring,"
+               "neighbor_dynamic,fusion,win_put,win_accumulate\n  with --device cuda: "
+               "allreduce,broadcast,neighbor_ring,neighbor_exp2,combine\n");
+}
 
 Options Parse(int argc, char** argv) {
   Options o;
@@ -36,6 +54,7 @@ Options Parse(int argc, char** argv) {
     };
     if (arg == "--ops") {
       o.ops.clear();
+      o.ops_given = true;
       std::stringstream list(next());
       for (std::string op; std::getline(list, op, ',');) o.ops.push_back(op);
     } else if (arg == "--min-bytes") {
@@ -46,14 +65,29 @@ Options Parse(int argc, char** argv) {
       o.budget = std::atof(next().c_str());
     } else if (arg == "--csv") {
       o.csv = next();
+    } else if (arg == "--device") {
+      o.device = next();
+    } else if (arg == "--gpu-path") {
+      o.gpu_path = next();
+    } else if (arg == "--chunk-bytes") {
+      o.chunk_bytes = std::strtoull(next().c_str(), nullptr, 10);
     } else {
-      std::fprintf(stderr,
-                   "usage: starling_bench [--ops LIST] [--min-bytes N] [--max-bytes N] [--budget seconds] "
-                   "[--csv file]\n  LIST: allreduce,broadcast,allgather,neighbor_exp2,neighbor_ring,"
-                   "neighbor_dynamic,fusion,win_put,win_accumulate\n");
-      std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
+      const bool help = arg == "--help" || arg == "-h";
+      Usage(help ? stdout : stderr);
+      std::exit(help ? 0 : 2);
     }
   }
+  auto bad = [](const char* message) {
+    std::fprintf(stderr, "starling_bench: %s\n", message);
+    Usage(stderr);
+    std::exit(2);
+  };
+  if (o.device != "cpu" && o.device != "cuda") bad("--device is cpu or cuda");
+  if (o.device != "cuda" && (!o.gpu_path.empty() || o.chunk_bytes != 0))
+    bad("--gpu-path and --chunk-bytes need --device cuda");
+  if (!o.gpu_path.empty() && o.gpu_path != "auto" && o.gpu_path != "staged" && o.gpu_path != "nccl")
+    bad("--gpu-path is auto, staged or nccl");
+  if (o.device == "cuda" && !o.ops_given) o.ops = bench::GpuFamilies();
   return o;
 }
 
@@ -63,6 +97,12 @@ int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   const Options options = Parse(argc, argv);
+  if (options.device == "cuda") {
+    // The context reads STARLING_GPU_PATH and STARLING_GPU_CHUNK_BYTES once per process,
+    // at its creation: the options become the variables before that.
+    if (!options.gpu_path.empty()) setenv("STARLING_GPU_PATH", options.gpu_path.c_str(), 1);
+    if (options.chunk_bytes != 0) setenv("STARLING_GPU_CHUNK_BYTES", std::to_string(options.chunk_bytes).c_str(), 1);
+  }
   bench::BenchContext b;
   b.budget = options.budget;
   starling_context_options_t context_options = STARLING_CONTEXT_OPTIONS_INIT;
@@ -71,12 +111,24 @@ int main(int argc, char** argv) {
   bench::Check(starling_context_create(&context_options, &b.ctx), "context_create");
   starling_rank(b.ctx, &b.rank);
   starling_size(b.ctx, &b.size);
+  const std::vector<size_t> sizes = bench::Sizes(options.min_bytes, options.max_bytes);
+  if (options.device == "cuda") {
+    bench::GpuOptions gpu;
+    gpu.ops = options.ops;
+    gpu.csv = options.csv;
+    // The chunk the context uses (it already accepted the variable, else it failed).
+    if (const char* chunk = std::getenv("STARLING_GPU_CHUNK_BYTES"); chunk && *chunk)
+      gpu.chunk_bytes = static_cast<size_t>(std::strtod(chunk, nullptr));
+    const int rc = bench::RunGpu(b, gpu, sizes);
+    bench::Check(starling_context_destroy(b.ctx), "context_destroy");
+    MPI_Finalize();
+    return rc;
+  }
   const size_t max_floats = options.max_bytes / 4 + 1;
   b.a.assign(max_floats, 0.0f);
   b.b.assign(max_floats, 0.0f);
   for (size_t i = 0; i < max_floats; ++i) b.a[i] = static_cast<float>((i * 7 + b.rank) % 13) * 0.25f;
 
-  const std::vector<size_t> sizes = bench::Sizes(options.min_bytes, options.max_bytes);
   std::vector<size_t> window_sizes;  // windows: 4 KiB and up
   for (size_t s : sizes)
     if (s >= 4096) window_sizes.push_back(s);

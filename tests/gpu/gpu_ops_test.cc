@@ -315,6 +315,48 @@ TEST_F(GpuOps, OperationWaitsForTheCallersStream) {
   ASSERT_EQ(table.stream_destroy(stream), 0) << dev.last_error();
 }
 
+// Unified memory (kDLCUDAManaged) takes the device paths; pinned host memory
+// (kDLCUDAHost) is host memory.
+TEST_F(GpuOps, ManagedAndPinnedMemory) {
+  const TestDevice& dev = TestDevice::Get();
+  const size_t n = 3000;
+  Buffer host(Kind::kF32, {static_cast<int64_t>(n)});
+  for (size_t i = 0; i < n; ++i) host.set(i, Value(Kind::kF32, rank, i, 90));
+  ASSERT_OK(starling_allreduce(ctx, &host.t, &host.t, STARLING_SUM, nullptr));
+  void* pinned = nullptr;
+  ASSERT_EQ(dev.table().host_alloc(n * 4, &pinned), 0) << dev.last_error();
+  for (size_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(Value(Kind::kF32, rank, i, 90));
+    std::memcpy(static_cast<char*>(pinned) + 4 * i, &v, 4);
+  }
+  DLTensor t = host.t;
+  t.data = pinned;
+  t.device = {kDLCUDAHost, 0};
+  ASSERT_OK(starling_allreduce(ctx, &t, &t, STARLING_SUM, nullptr));
+  EXPECT_EQ(std::memcmp(pinned, host.bytes(), n * 4), 0) << "pinned host memory";
+  ASSERT_EQ(dev.table().host_free(pinned), 0) << dev.last_error();
+  if (!dev.emulated()) GTEST_SKIP() << "managed memory is allocated through the emulator's helper only";
+  void* managed = nullptr;
+  ASSERT_EQ(dev.AllocManaged(dev.index(), n * 4, &managed), 0) << dev.last_error();
+  ASSERT_EQ(dev.Copy(managed, host.bytes(), n * 4), 0) << dev.last_error();  // the reduced values
+  t.data = managed;
+  t.device = {kDLCUDAManaged, dev.index()};
+  ASSERT_OK(starling_allreduce(ctx, &t, &t, STARLING_AVERAGE, nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &host.t, &host.t, STARLING_AVERAGE, nullptr));
+  std::vector<char> got(n * 4);
+  ASSERT_EQ(dev.Copy(got.data(), managed, n * 4), 0) << dev.last_error();
+  if (Tolerant()) {
+    for (size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, got.data() + 4 * i, 4);
+      ASSERT_NEAR(v, host.get(i), 1e-5) << "managed memory, element " << i;
+    }
+  } else {
+    EXPECT_EQ(std::memcmp(got.data(), host.bytes(), n * 4), 0) << "managed memory";
+  }
+  ASSERT_EQ(dev.Free(managed), 0) << dev.last_error();
+}
+
 TEST_F(GpuOps, PathIsReported) {
   const char* path = nullptr;
   DeviceBuffer x(Kind::kF32, {3});
@@ -323,6 +365,10 @@ TEST_F(GpuOps, PathIsReported) {
   ASSERT_OK(starling_gpu_path(ctx, &path));
   const std::string device = "cuda:" + std::to_string(TestDevice::Get().index());
   EXPECT_NE(std::string(path).find(device), std::string::npos) << path;
+  starling_stats_t stats = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &stats));
+  EXPECT_EQ(stats.gpu_path, std::string(path).rfind("nccl", 0) == 0 ? uint64_t{STARLING_GPU_PATH_NCCL}
+                                                                    : uint64_t{STARLING_GPU_PATH_STAGED});
   // The registration says which path the context must have chosen, and why.
   const char* expect = std::getenv("EXPECT_PATH");
   if (expect != nullptr) {

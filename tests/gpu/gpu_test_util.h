@@ -51,6 +51,10 @@ class TestDevice {
     if (stream) table_->stream_destroy(stream);
     return rc;
   }
+  // Emulator only (returns -1 elsewhere): unified memory of `device`.
+  int AllocManaged(int device, size_t bytes, void** ptr) const {
+    return alloc_managed_ ? alloc_managed_(device, bytes, ptr) : -1;
+  }
   // Emulator only (returns -1 elsewhere): work queued after it starts that much later.
   int SleepOnStream(void* stream, int microseconds) const {
     return sleep_on_stream_ ? sleep_on_stream_(stream, microseconds) : -1;
@@ -81,12 +85,14 @@ class TestDevice {
     }
     table_ = table;
     sleep_on_stream_ = reinterpret_cast<int (*)(void*, int)>(dlsym(handle, "starling_emu_sleep_on_stream"));
+    alloc_managed_ = reinterpret_cast<int (*)(int, size_t, void**)>(dlsym(handle, "starling_emu_alloc_managed"));
     const char* per_rank = std::getenv("STARLING_TEST_GPU_PER_RANK");
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (per_rank && std::string(per_rank) == "1" && local) index_ = std::atoi(local) % count_;
   }
   const starling_device_plugin_t* table_ = nullptr;
   int (*sleep_on_stream_)(void*, int) = nullptr;
+  int (*alloc_managed_)(int, size_t, void**) = nullptr;
   std::string error_;
   int index_ = 0;
   int count_ = 0;

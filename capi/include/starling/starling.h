@@ -230,9 +230,17 @@ typedef struct starling_stats {
   uint64_t bytes_sent;
   uint64_t scratch_bytes;      /* scratch memory the context holds now (reused) */
   uint64_t staged_bytes;       /* bytes copied between CUDA tensors and host staging buffers */
+  uint64_t gpu_path;           /* STARLING_GPU_PATH_*: how CUDA tensors move (starling_gpu_path says why) */
 } starling_stats_t;
 
-#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0 }
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* starling_stats_t.gpu_path. */
+enum starling_gpu_path_code {
+  STARLING_GPU_PATH_NONE = 0,    /* no collective on CUDA tensors yet (or none at all) */
+  STARLING_GPU_PATH_STAGED = 1,  /* pinned host copies and the MPI algorithms */
+  STARLING_GPU_PATH_NCCL = 2     /* NCCL between the ranks' GPUs */
+};
 
 /* Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);

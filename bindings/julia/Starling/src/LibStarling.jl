@@ -107,10 +107,17 @@ struct starling_stats_t
     bytes_sent::UInt64
     scratch_bytes::UInt64
     staged_bytes::UInt64
+    gpu_path::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0) =
-    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes)
+starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0) =
+    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path)
+
+# starling_stats_t.gpu_path.
+const starling_gpu_path_code = Cint
+const STARLING_GPU_PATH_NONE = Cint(0)
+const STARLING_GPU_PATH_STAGED = Cint(1)
+const STARLING_GPU_PATH_NCCL = Cint(2)
 
 # Classic collectives. All are collective over the context; `name` (may be NULL) is
 # a label for diagnostics and the timeline, not a rendezvous key.
