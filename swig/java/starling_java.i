@@ -168,25 +168,25 @@ STARLING_JAVA_ARRAY(size_t, jlong, jlongArray, long, Long)
   }
 }
 
-// Stats: long[] of at least 7 entries, in the struct's field order.
+// Stats: long[] of at least 8 entries, in the struct's field order.
 %typemap(jni) starling_stats_t* out "jlongArray"
 %typemap(jtype) starling_stats_t* out "long[]"
 %typemap(jstype) starling_stats_t* out "long[]"
 %typemap(javain) starling_stats_t* out "$javainput"
 %typemap(in) starling_stats_t* out (starling_stats_t temp = STARLING_STATS_INIT) {
-  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 7) {
-    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stats output needs a long[7]");
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 8) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "stats output needs a long[8]");
     return $null;
   }
   $1 = &temp;
 }
 %typemap(argout) starling_stats_t* out {
   {
-    jlong v[7] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+    jlong v[8] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
                   (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
                   (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
-                  (jlong)temp$argnum.staged_bytes};
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, 7, v);
+                  (jlong)temp$argnum.staged_bytes, (jlong)temp$argnum.gpu_path};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 8, v);
   }
 }
 

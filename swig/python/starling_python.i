@@ -819,12 +819,14 @@ static PyObject* py_get_stats(starling_context_t ctx) {
   starling_stats_t stats = STARLING_STATS_INIT;
   const starling_status_t status = starling_get_stats(ctx, &stats);
   if (status < 0) { starling_py_raise(status); return NULL; }
-  return Py_BuildValue("{sKsKsKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
+  static const char* const paths[] = {"none", "staged", "nccl"};
+  const char* path = stats.gpu_path < 3 ? paths[stats.gpu_path] : "unknown";
+  return Py_BuildValue("{sKsKsKsKsKsKsKss}", "operations", (unsigned long long)stats.operations,
                        "fused_operations", (unsigned long long)stats.fused_operations,
                        "fusion_groups", (unsigned long long)stats.fusion_groups,
                        "messages_sent", (unsigned long long)stats.messages_sent,
                        "bytes_sent", (unsigned long long)stats.bytes_sent,
                        "scratch_bytes", (unsigned long long)stats.scratch_bytes,
-                       "staged_bytes", (unsigned long long)stats.staged_bytes);
+                       "staged_bytes", (unsigned long long)stats.staged_bytes, "gpu_path", path);
 }
 %}

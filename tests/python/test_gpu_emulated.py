@@ -278,6 +278,7 @@ def test_gpu_path_and_staged_bytes(ctx):
     if paired:
         ctx.pair_gossip(device(RANK, (16,), "float64"), RANK ^ 1)
     ctx.allreduce(device(RANK, (16,), "float64"))
+    assert ctx.stats()["gpu_path"] == ("nccl" if NCCL else "staged")
     if NCCL:
         assert ctx.gpu_path.startswith("nccl on cuda:0: every rank has a GPU of its own"), ctx.gpu_path
     else:

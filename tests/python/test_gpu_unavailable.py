@@ -30,7 +30,7 @@ def test_every_kind_of_call_is_refused_cleanly(ctx):
         ctx.allgather(x)
     with pytest.raises(starling.UnsupportedError, match="could not be loaded"):
         ctx.window(x, "gpu.unavailable")
-    assert ctx.windows == [] and ctx.gpu_path.startswith("none")
+    assert ctx.windows == [] and ctx.gpu_path.startswith("none") and ctx.stats()["gpu_path"] == "none"
     assert starling.get_cuda_stream() == 0  # restored after each failed call
     # The context is unharmed: CPU tensors still work, on every rank.
     assert np.all(ctx.allreduce(np.ones(3)) == SIZE)

@@ -160,10 +160,11 @@ class Context:
         """Every machine has the same number of ranks, numbered contiguously."""
         return bool(_core.is_homogeneous(self._handle))
 
-    def stats(self) -> Dict[str, int]:
+    def stats(self) -> Dict[str, Any]:
         """Counters since creation: operations, fused operations and groups, messages and
         bytes sent, scratch memory held, bytes copied between CUDA tensors and host
-        staging buffers (staged_bytes)."""
+        staging buffers (staged_bytes); and gpu_path: "none", "staged" or "nccl", how
+        CUDA tensors move (the gpu_path property says why)."""
         return _core.py_get_stats(self._handle)
 
     @property

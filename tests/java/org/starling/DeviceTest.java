@@ -107,7 +107,9 @@ public class DeviceTest extends ContextTestBase {
   public void gpuPathAndStats() {
     String path = ctx.gpuPath();
     assertTrue(path, path.startsWith("none") || path.startsWith("staged"));
-    assertTrue(ctx.stats().stagedBytes() >= 0);
+    Stats stats = ctx.stats();
+    assertTrue(stats.stagedBytes() >= 0);
+    assertEquals(path.startsWith("none") ? GpuPath.NONE : GpuPath.STAGED, stats.gpuPath());
   }
 
   @Test

@@ -125,9 +125,9 @@ public final class Context implements AutoCloseable {
   }
 
   public Stats stats() {
-    long[] v = new long[7];
+    long[] v = new long[8];
     StarlingNative.get_stats(handle, v);
-    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]));
   }
 
   /**

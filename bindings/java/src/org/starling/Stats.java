@@ -2,7 +2,7 @@ package org.starling;
 
 /**
  * Counters of a context since its creation (starling_stats_t); stagedBytes: bytes copied
- * between CUDA tensors and host staging buffers.
+ * between CUDA tensors and host staging buffers; gpuPath: how CUDA tensors move.
  */
 public record Stats(long operations, long fusedOperations, long fusionGroups, long messagesSent, long bytesSent,
-    long scratchBytes, long stagedBytes) {}
+    long scratchBytes, long stagedBytes, GpuPath gpuPath) {}
