@@ -219,8 +219,7 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
       return !o.alias && a.view.bytes > 0 && o.device_view.data == a.view.data;
     });
     if (a.view.bytes == 0 || a.role == Role::kShape) {
-      t.alias = true;  // nothing to copy
-      if (a.view.bytes == 0) t.host_view.data = nullptr;
+      t.alias = true;  // nothing to copy; the CPU op never reads through this pointer
     } else if (primary != tensors.end()) {  // in place: one pinned copy, in and out
       STARLING_CHECK_ARG(primary->device_view.bytes == a.view.bytes, a.name, " starts where ",
                          args[primary - tensors.begin()].name, " starts but has another size; pass the same "

@@ -36,7 +36,8 @@ std::vector<const char*> DisseminationGather(runtime::Context& context, const Gr
   for (int k = 0, d = 1; k < DisseminationRounds(n); ++k, d <<= 1) {
     const size_t count = std::min<size_t>(std::min(d, n - d), known.size());
     runtime::ScratchPool::Buffer packed = context.scratch().Get(count * bytes);
-    for (size_t i = 0; i < count; ++i) std::memcpy(packed.data() + i * bytes, known[i], bytes);
+    if (bytes > 0)  // empty contributions may come with a NULL pointer
+      for (size_t i = 0; i < count; ++i) std::memcpy(packed.data() + i * bytes, known[i], bytes);
     Header header;
     agreement.Stamp(&header);
     header.payload_bytes = count * bytes;
