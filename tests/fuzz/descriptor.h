@@ -76,9 +76,12 @@ inline bool SupportedDType(DLDataType t) {
 
 inline Verdict Judge(const DLTensor& t) {
   Verdict v;
-  const bool cpu = t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost ||
-                   t.device.device_type == kDLROCMHost;
-  if (!cpu || !SupportedDType(t.dtype) || t.ndim < 0 || t.ndim > 64 || (t.ndim > 0 && t.shape == nullptr))
+  // CPU memory, and CUDA device or managed memory (ViewOf marks it; impl/device checks
+  // the pointer itself).
+  const bool known = t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost ||
+                   t.device.device_type == kDLROCMHost || t.device.device_type == kDLCUDA ||
+                   t.device.device_type == kDLCUDAManaged;
+  if (!known || !SupportedDType(t.dtype) || t.ndim < 0 || t.ndim > 64 || (t.ndim > 0 && t.shape == nullptr))
     return {true};
   // The product of the non-zero dimensions, in bytes, saturating past the limit.
   u128 extent = t.dtype.bits / 8;
