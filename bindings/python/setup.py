@@ -1,11 +1,13 @@
-"""pip install for the starling package, from the Starling source tree and offline.
+"""pip install / pip wheel for the starling package, from the Starling source tree.
 
     /usr/bin/python3 -m pip install --break-system-packages bindings/python   # Debian 12
     python -m pip install bindings/python                                   # in a venv
+    /usr/bin/python3 -m pip wheel --no-build-isolation --no-deps -w dist bindings/python
 
-CMake builds the SWIG module and libstarling (nothing is fetched from PyPI: setuptools
-and wheel come from Debian); `cmake --install --component python` lays out the package
-with a private copy of libstarling.so.0 next to the module, found through $ORIGIN.
+CMake builds the SWIG module and libstarling (with --no-build-isolation nothing is
+fetched from PyPI: setuptools and wheel come from Debian); `cmake --install --component
+python` lays out the package with a private copy of libstarling.so.0 (and the CUDA
+plugin, where built) next to the module, found through $ORIGIN.
 STARLING_CMAKE_BUILD_DIR=<dir> keeps the CMake build there; a directory that is already
 configured (for the same Python) is reused as it is, without reconfiguring.
 """
