@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Starling needs to build, test and run its examples.
-# Idempotent: packages already present are skipped, and apt-get is not called at all
-# when everything is installed. Run as root (or with sudo available).
+# Installs the Debian packages Starling needs to build, test and run its examples, and
+# CPU JAX from PyPI (pinned, see below). Idempotent: packages already present are
+# skipped, and neither apt-get nor pip is called when everything is installed. Run as
+# root (or with sudo available).
 set -euo pipefail
 
 PACKAGES=(
@@ -15,6 +16,16 @@ PACKAGES=(
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
 )
 
+# From PyPI (Debian 12 has no JAX): CPU JAX for the JAX tests and example. 0.4.38 is
+# the last release that accepts Debian's NumPy 1.24 and SciPy 1.10 (0.5 needs NumPy
+# >= 1.25 and SciPy >= 1.11.1). Every package is pinned and installed without
+# dependency resolution, so pip never replaces Debian's NumPy under PyTorch.
+PIP_PACKAGES=(jax==0.4.38 jaxlib==0.4.38 ml_dtypes==0.5.4 opt_einsum==3.4.0)
+PYTHON=/usr/bin/python3
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,12 +33,20 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+# Into /usr/local/lib/python3.11/dist-packages, which /usr/bin/python3 sees
+# (--break-system-packages: Debian marks its Python externally managed).
+if $PYTHON -c "import jax, jaxlib, sys; sys.exit(jax.__version__ != '0.4.38' or jaxlib.__version__ != '0.4.38')" \
+    2>/dev/null; then
+  echo "install-deps: JAX 0.4.38 already installed"
+else
+  echo "install-deps: installing ${PIP_PACKAGES[*]} from PyPI"
+  $SUDO $PYTHON -m pip install -q --no-deps --break-system-packages --root-user-action=ignore "${PIP_PACKAGES[@]}"
+  $PYTHON -c "import jax.numpy as jnp; jnp.zeros(1).block_until_ready()"
+fi

@@ -538,9 +538,9 @@ int RunGpu(BenchContext& b, const GpuOptions& options, const std::vector<size_t>
       continue;
     }
     const std::vector<Row> more = RunFamily(b, gpu, op, nccl, sizes);
+    ProgressEnd();  // one finished line per operation, in order
     rows.insert(rows.end(), more.begin(), more.end());
   }
-  if (b.rank == 0) std::fprintf(stderr, "\n");
   Report(rows, options.csv, "reference");
   if (b.rank == 0) {
     std::printf("(combine: reference = device-to-device copy of the output bytes, starling = weighted_sum kernel)\n");

@@ -170,12 +170,13 @@ std::vector<Row> RunFusion(BenchContext& b) {
   std::vector<Row> rows{{"neighbor_allreduce x100", "fused vs waited", b.size, kFloats * 4 * kTensors,
                          Compare(unfused, fused, b.budget)}};
   Check(starling_get_stats(b.ctx, &after), "stats");
+  Progress("fusion", kFloats * 4 * kTensors);
+  ProgressEnd();
   if (b.rank == 0)
-    std::fprintf(stderr, "\nfusion: %llu operations, %llu fused in %llu groups\n",
+    std::fprintf(stderr, "fusion: %llu operations, %llu fused in %llu groups\n",
                  static_cast<unsigned long long>(after.operations - before.operations),
                  static_cast<unsigned long long>(after.fused_operations - before.fused_operations),
                  static_cast<unsigned long long>(after.fusion_groups - before.fusion_groups));
-  Progress("fusion", kFloats * 4 * kTensors);
   return rows;
 }
 

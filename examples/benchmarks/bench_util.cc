@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -64,12 +65,55 @@ std::string HumanBytes(size_t bytes) {
   return text;
 }
 
+namespace {
+
+// Progress state (rank 0): the operation being measured and the sizes done so far.
+struct ProgressState {
+  std::string op;
+  size_t first_bytes = 0, last_bytes = 0;
+};
+ProgressState progress;
+
+// A terminal gets one line rewritten in place; a log (a pipe or file, as under mpirun
+// or CI) gets one finished line per operation instead of one endless line of '\r's.
+bool Interactive() {
+  static const bool tty = isatty(fileno(stderr)) == 1;
+  return tty;
+}
+
+void PrintFinished() {
+  if (progress.op.empty()) return;
+  std::string sizes = HumanBytes(progress.first_bytes);
+  if (progress.last_bytes != progress.first_bytes) sizes += " .. " + HumanBytes(progress.last_bytes);
+  std::fprintf(stderr, "%-28s %s done\n", progress.op.c_str(), sizes.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
 void Progress(const std::string& op, size_t bytes) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
-  std::fprintf(stderr, "\r%-28s %10s done   ", op.c_str(), HumanBytes(bytes).c_str());
-  std::fflush(stderr);
+  if (op != progress.op) {
+    if (!Interactive()) PrintFinished();
+    progress.op = op;
+    progress.first_bytes = bytes;
+  }
+  progress.last_bytes = bytes;
+  if (Interactive()) {
+    std::fprintf(stderr, "\r%-28s %10s done   ", op.c_str(), HumanBytes(bytes).c_str());
+    std::fflush(stderr);
+  }
+}
+
+void ProgressEnd() {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0 || progress.op.empty()) return;
+  if (Interactive()) std::fprintf(stderr, "\n");
+  else PrintFinished();
+  progress = ProgressState();
 }
 
 void Report(const std::vector<Row>& rows, const std::string& csv_path, const std::string& reference_name) {

@@ -33,8 +33,11 @@ struct Row {
   Pair pair;
 };
 
-// Rank 0 reports progress on stderr (one line, overwritten).
+// Rank 0 reports progress on stderr: on a terminal one line per operation, rewritten
+// as sizes finish; in a log (a pipe or file: mpirun, CI) only the finished line.
+// ProgressEnd, called when an operation's sizes are all done, ends its line.
 void Progress(const std::string& op, size_t bytes);
+void ProgressEnd();
 
 // Prints the table (rank 0) and appends rows to a CSV file if path is non-empty.
 void Report(const std::vector<Row>& rows, const std::string& csv_path, const std::string& reference_name);

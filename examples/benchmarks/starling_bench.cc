@@ -41,15 +41,28 @@ void Usage(FILE* out) {
                "allreduce,broadcast,neighbor_ring,neighbor_exp2,combine\n");
 }
 
-Options Parse(int argc, char** argv) {
+// Thrown by Parse to end the program with this status once MPI is finalized: under
+// mpirun, a rank that exits without MPI_Finalize (even for --help) makes Open MPI print
+// its abort text.
+struct Stop {
+  int status;
+};
+
+// Every rank parses the same command line and so reaches the same decision; only rank
+// 0 (speak) prints, so that --help under mpirun prints once.
+Options Parse(int argc, char** argv, bool speak) {
   Options o;
+  auto bad = [speak](const std::string& message) {
+    if (speak) {
+      std::fprintf(stderr, "starling_bench: %s\n", message.c_str());
+      Usage(stderr);
+    }
+    throw Stop{2};
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
+      if (i + 1 >= argc) bad(arg + " needs a value");
       return argv[++i];
     };
     if (arg == "--ops") {
@@ -71,17 +84,13 @@ Options Parse(int argc, char** argv) {
       o.gpu_path = next();
     } else if (arg == "--chunk-bytes") {
       o.chunk_bytes = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (arg == "--help" || arg == "-h") {
+      if (speak) Usage(stdout);
+      throw Stop{0};
     } else {
-      const bool help = arg == "--help" || arg == "-h";
-      Usage(help ? stdout : stderr);
-      std::exit(help ? 0 : 2);
+      bad("unknown option '" + arg + "'");
     }
   }
-  auto bad = [](const char* message) {
-    std::fprintf(stderr, "starling_bench: %s\n", message);
-    Usage(stderr);
-    std::exit(2);
-  };
   if (o.device != "cpu" && o.device != "cuda") bad("--device is cpu or cuda");
   if (o.device != "cuda" && (!o.gpu_path.empty() || o.chunk_bytes != 0))
     bad("--gpu-path and --chunk-bytes need --device cuda");
@@ -96,7 +105,15 @@ Options Parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  const Options options = Parse(argc, argv);
+  int world_rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  Options options;
+  try {
+    options = Parse(argc, argv, world_rank == 0);
+  } catch (const Stop& stop) {
+    MPI_Finalize();
+    return stop.status;
+  }
   if (options.device == "cuda") {
     // The context reads STARLING_GPU_PATH and STARLING_GPU_CHUNK_BYTES once per process,
     // at its creation: the options become the variables before that.
@@ -146,9 +163,9 @@ int main(int argc, char** argv) {
     } else if (b.rank == 0) {
       std::fprintf(stderr, "unknown op '%s'\n", op.c_str());
     }
+    bench::ProgressEnd();  // one finished line per operation, in order
     rows.insert(rows.end(), more.begin(), more.end());
   }
-  if (b.rank == 0) std::fprintf(stderr, "\n");
   bench::Report(rows, options.csv, "reference");
   bench::Check(starling_context_destroy(b.ctx), "context_destroy");
   MPI_Finalize();

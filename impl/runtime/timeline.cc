@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "impl/common/error.h"
 
@@ -33,6 +35,17 @@ Timeline::Timeline(const std::string& prefix, int rank) : rank_(rank), start_(st
   static std::atomic<int> opened{0};
   const int n = opened.fetch_add(1);
   path_ = prefix + std::to_string(rank) + (n == 0 ? "" : "." + std::to_string(n)) + ".json";
+  // A prefix like runs/today/rank_ should just work: missing directories are created,
+  // parents included. Every rank does this at once, so losing the race to another rank
+  // (the directory exists afterwards) is not an error.
+  const std::filesystem::path directory = std::filesystem::path(path_).parent_path();
+  if (!directory.empty()) {
+    std::error_code error, ignored;
+    std::filesystem::create_directories(directory, error);
+    STARLING_CHECK_ARG(!error || std::filesystem::is_directory(directory, ignored),
+                       "cannot create the directory '", directory.string(), "' for the timeline file '", path_,
+                       "' (STARLING_TIMELINE): ", error.message());
+  }
   file_ = std::fopen(path_.c_str(), "w");
   STARLING_CHECK_ARG(file_ != nullptr, "cannot create the timeline file '", path_, "' (STARLING_TIMELINE): ",
                      std::strerror(errno));

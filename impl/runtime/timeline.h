@@ -15,8 +15,9 @@ namespace starling::runtime {
 class Timeline {
  public:
   // Opens <prefix><rank>.json (the process's first timeline) or
-  // <prefix><rank>.<n>.json (its n-th, so contexts never share a file); throws
-  // Error(kInvalidArgument) naming the file if it cannot be created.
+  // <prefix><rank>.<n>.json (its n-th, so contexts never share a file), creating
+  // missing directories of the prefix; throws Error(kInvalidArgument) naming the
+  // directory or file that cannot be created.
   Timeline(const std::string& prefix, int rank);
   ~Timeline();  // closes the array and the file
 

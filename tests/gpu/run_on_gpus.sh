@@ -3,6 +3,7 @@
 # real plugin (libstarling_cuda.so: CUDA runtime + NCCL), not the emulator:
 #   - the staged path with 2 ranks sharing GPU 0;
 #   - the NCCL path with one rank per GPU (needs 2+ GPUs; skipped with one);
+#   - examples/python/gpu_arrays.py with CuPy and JAX GPU arrays, where installed;
 #   - starling_bench --device cuda on both paths.
 # Usage: bash tests/gpu/run_on_gpus.sh   (after packaging/build.sh; needs nvidia-smi)
 set -euo pipefail
@@ -28,6 +29,12 @@ if [ "$gpus" -ge 2 ]; then
 else
   echo "== NCCL path: skipped (one GPU; NCCL refuses two ranks on one GPU)"
 fi
+
+echo "== Python device arrays: CuPy, JAX on GPU (77: that framework is not installed)"
+for framework in cupy jax; do
+  PYTHONPATH=$build/python run mpirun -n 2 /usr/bin/python3 examples/python/gpu_arrays.py --framework "$framework" \
+    || [ $? -eq 77 ]
+done
 
 echo "== benchmark"
 bench=$build/examples/benchmarks/starling_bench
