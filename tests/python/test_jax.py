@@ -93,3 +93,10 @@ def test_immutable_arrays_refuse_in_place_forms(ctx):
         ctx.allreduce(x, out=x)
     with pytest.raises(TypeError, match="mutable"):
         ctx.window(x, "jax_window")
+
+
+def test_bfloat16_is_a_clear_refusal(ctx):
+    # NumPy 1.24 (Debian 12) has no bfloat16 to hold the result: say so, naming the dtype.
+    import starling
+    with pytest.raises(starling.UnsupportedError, match="bfloat16.*float32"):
+        ctx.allreduce(jnp.ones(4, jnp.bfloat16))

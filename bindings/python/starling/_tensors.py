@@ -187,7 +187,12 @@ class GenericAdapter:
         if device[0] != 1:  # kDLCPU
             raise UnsupportedError(f"{type(x).__qualname__} is on DLPack device {tuple(device)}; Starling moves "
                                    "CPU and CUDA memory only: copy the tensor to the CPU first")
-        return np.empty(shape, dtype=np.from_dlpack(x).dtype)
+        try:
+            dtype = np.from_dlpack(x).dtype
+        except (RuntimeError, TypeError, BufferError) as e:  # NumPy 1.24 has no bfloat16
+            raise UnsupportedError(f"{type(x).__qualname__} of dtype {getattr(x, 'dtype', '?')} cannot get a "
+                                   f"result through NumPy ({e}); pass float32, or a PyTorch tensor") from None
+        return np.empty(shape, dtype=dtype)
 
     @staticmethod
     def result(out: Any, like: Any) -> Any:
