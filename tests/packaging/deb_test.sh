@@ -22,7 +22,7 @@ start=$SECONDS
 # One run at a time on this machine (several checkouts may test at once).
 exec 9> /var/lock/starling-deb-test.lock
 flock -w 600 9 || { echo "deb_test: another run held the lock for 10 minutes"; exit 1; }
-installed() { dpkg-query -W -f='${Status}' "$1" 2> /dev/null | grep -q "install ok installed"; }
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2> /dev/null)" = "install ok installed" ]; }
 for p in starling-runtime starling-dev; do
   installed "$p" && skip "$p is already installed; remove it first (apt-get remove starling-dev starling-runtime)"
 done
@@ -56,7 +56,7 @@ echo "built $(basename "$runtime") and $(basename "$dev") in $((SECONDS - start)
 contents() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's|^\./|/|'; }
 field() { dpkg-deb -f "$1" "$2"; }
 expect_file() {  # <deb> <path regex>
-  contents "$1" | grep -Eq "^$2\$" || { echo "$(basename "$1") lacks $2"; contents "$1"; exit 1; }
+  grep -Eq "^$2\$" <<< "$(contents "$1")" || { echo "$(basename "$1") lacks $2"; contents "$1"; exit 1; }
 }
 expect_file "$runtime" '/usr/lib[^ ]*/libstarling\.so\.0\.[0-9.]+'
 expect_file "$runtime" '/usr/lib[^ ]*/libstarling\.so\.0'
@@ -66,14 +66,14 @@ expect_file "$dev" '/usr/include/starling/starling\.h'
 expect_file "$dev" '/usr/lib[^ ]*/libstarling\.so'
 expect_file "$dev" '/usr/lib[^ ]*/cmake/Starling/StarlingConfig\.cmake'
 expect_file "$dev" '/usr/lib[^ ]*/pkgconfig/starling\.pc'
-if contents "$runtime" | grep -Eq 'include/|\.pc$|cmake/|libstarling\.so$'; then
+if grep -Eq 'include/|\.pc$|cmake/|libstarling\.so$' <<< "$(contents "$runtime")"; then
   echo "the runtime package holds development files"; contents "$runtime"; exit 1
 fi
-field "$runtime" Depends | grep -q libopenmpi3 || { echo "runtime Depends lacks libopenmpi3: $(field "$runtime" Depends)"; exit 1; }
-field "$runtime" Depends | grep -q openmpi-bin || { echo "runtime Depends lacks openmpi-bin"; exit 1; }
-field "$dev" Depends | grep -q "starling-runtime (= $(field "$runtime" Version))" \
+grep -q libopenmpi3 <<< "$(field "$runtime" Depends)" || { echo "runtime Depends lacks libopenmpi3: $(field "$runtime" Depends)"; exit 1; }
+grep -q openmpi-bin <<< "$(field "$runtime" Depends)" || { echo "runtime Depends lacks openmpi-bin"; exit 1; }
+grep -q "starling-runtime (= $(field "$runtime" Version))" <<< "$(field "$dev" Depends)" \
   || { echo "dev does not depend on this runtime: $(field "$dev" Depends)"; exit 1; }
-field "$dev" Depends | grep -q libdlpack-dev || { echo "dev Depends lacks libdlpack-dev"; exit 1; }
+grep -q libdlpack-dev <<< "$(field "$dev" Depends)" || { echo "dev Depends lacks libdlpack-dev"; exit 1; }
 echo "runtime Depends: $(field "$runtime" Depends)"
 echo "dev Depends: $(field "$dev" Depends)"
 
@@ -94,9 +94,12 @@ pcdir=$(pkg-config --variable=pcfiledir starling)
 case $pcdir in /usr/lib*/pkgconfig) ;; *) echo "pkg-config found starling in $pcdir"; exit 1 ;; esac
 cc -std=c99 "$src/tests/install/consumer/main.c" -o "$work/pc_consumer" $(pkg-config --cflags --libs starling)
 # (/usr)?: Debian 12 merges /lib into /usr/lib, and ld.so may name either.
+# (ldd's output is captured first: with pipefail, grep -q closing the pipe early would
+# make ldd die of SIGPIPE and fail the check at random.)
 for exe in "$work/cmake/consumer" "$work/pc_consumer"; do
-  ldd "$exe" | grep -Eq 'libstarling\.so\.0 => (/usr)?/lib[^ ]*/libstarling\.so\.0 ' \
-    || { echo "$exe does not load /usr's libstarling:"; ldd "$exe"; exit 1; }
+  libs=$(ldd "$exe")
+  grep -Eq 'libstarling\.so\.0 => (/usr)?/lib[^ ]*/libstarling\.so\.0 ' <<< "$libs" \
+    || { echo "$exe does not load /usr's libstarling:"; echo "$libs"; exit 1; }
 done
 
 # 5. Run them at 2 ranks: the CMake-built one under the installed launcher, the

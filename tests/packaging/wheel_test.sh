@@ -95,9 +95,13 @@ installed=$site/starling
 
 # 6. What the installed module loads at run time.
 owner() {  # the Debian package that owns a file, trying its /usr-merged aliases
-  local p
+  local p out
   for p in "$1" "$(readlink -f "$1")" "${1#/usr}" "/usr$1"; do
-    dpkg-query -S "$p" 2> /dev/null | head -n1 | cut -d: -f1 && return 0
+    # Captured, not piped into head: with pipefail a SIGPIPE would fail the lookup at random.
+    out=$(dpkg-query -S "$p" 2> /dev/null) || continue
+    out=${out%%$'\n'*}  # the first owner
+    echo "${out%%:*}"
+    return 0
   done
   return 1
 }
