@@ -4,6 +4,7 @@
 // updates, which combine the neighbor buffers through pinned host memory).
 #pragma once
 
+#include <memory>
 #include <mutex>
 
 #include "impl/common/tensor.h"
@@ -13,7 +14,10 @@ namespace starling::device {
 
 class HostAccess {
  public:
-  HostAccess(GpuState& gpu, const TensorView& tensor) : gpu_(gpu), tensor_(tensor) {}
+  // Shares the GpuState: a window (and with it this object) may be destroyed after the
+  // context's other extensions.
+  HostAccess(std::shared_ptr<GpuState> gpu, const TensorView& tensor) : owner_(std::move(gpu)), gpu_(*owner_),
+                                                                          tensor_(tensor) {}
   ~HostAccess();
   HostAccess(const HostAccess&) = delete;
   HostAccess& operator=(const HostAccess&) = delete;
@@ -27,6 +31,7 @@ class HostAccess {
 
  private:
   void* Stream();
+  std::shared_ptr<GpuState> owner_;
   GpuState& gpu_;
   TensorView tensor_;
   std::mutex mutex_;  // the stream is used by the caller's thread and the window service

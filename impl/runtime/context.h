@@ -102,10 +102,16 @@ class Context {
   // default-constructible and do its own locking if used outside the execution lock.
   template <typename T>
   T& Extension() {
+    return *SharedExtension<T>();
+  }
+  // The same, shared: for objects that may outlive the context's other extensions
+  // (their destruction order is unspecified).
+  template <typename T>
+  std::shared_ptr<T> SharedExtension() {
     std::lock_guard<std::mutex> lock(extensions_mutex_);
     std::shared_ptr<void>& slot = extensions_[std::type_index(typeid(T))];
     if (!slot) slot = std::make_shared<T>();
-    return *static_cast<T*>(slot.get());
+    return std::static_pointer_cast<T>(slot);
   }
 
   // After a timeout or transport failure (code kTransport) or a peer failure (code

@@ -308,11 +308,11 @@ std::unique_ptr<runtime::Op> MakeCreate(runtime::Context& context, const TensorV
   std::unique_ptr<device::HostAccess> access;
   device::PooledBuffer initial;
   if (tensor.on_device()) {
-    device::GpuState& gpu = context.Extension<device::GpuState>();
-    gpu.Admit(tensor, "tensor");
+    std::shared_ptr<device::GpuState> gpu = context.SharedExtension<device::GpuState>();
+    gpu->Admit(tensor, "tensor");
     access = std::make_unique<device::HostAccess>(gpu, tensor);
     if (!zero_init && tensor.bytes > 0) {
-      initial = gpu.TakePinned(tensor.bytes);
+      initial = gpu->TakePinned(tensor.bytes);
       access->ToHost(initial.data(), true);
     }
   }

@@ -122,3 +122,25 @@ TEST_F(GpuWindows, NonblockingPutsEveryRankAtOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// A device-backed window left open when its context is destroyed: its device access
+// (streams, pinned memory) must stay valid until the window goes (ASan runs this).
+TEST(GpuWindowLifetime, DestroyingAContextWithALiveDeviceWindow) {
+  starling_context_t ctx = nullptr;
+  ASSERT_OK(starling_context_create(nullptr, &ctx));
+  int rank = 0;
+  ASSERT_OK(starling_rank(ctx, &rank));
+  DeviceBuffer x(Kind::kF32, {4096});
+  x.Fill(rank, 95);
+  starling_window_t win = nullptr;
+  ASSERT_OK(starling_window_create(ctx, &x.t, "left open on the device", 0, &win));
+  ASSERT_OK(starling_window_put(win, &x.t, nullptr));
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_window_update(win, nullptr));
+  ASSERT_OK(starling_context_destroy(ctx));
+  EXPECT_ERROR(starling_window_put(win, &x.t, nullptr), STARLING_ERR_SHUTDOWN, "context is being destroyed");
+}
+
+}  // namespace
