@@ -57,26 +57,35 @@ class AllgatherOp : public runtime::Op {
     std::vector<size_t> offset(p + 1, 0);
     for (int q = 0; q < p; ++q) offset[q + 1] = offset[q] + static_cast<size_t>(blocks[q].meta.first_dim) * row;
     char* out = static_cast<char*>(out_.data);
-    if (in_.bytes > 0 && out + offset[r] != in_.data) std::memcpy(out + offset[r], in_.data, in_.bytes);
-    for (int q = 0; q < p; ++q) {
-      if (q != r && blocks[q].meta.has_data && offset[q + 1] > offset[q])
-        std::memcpy(out + offset[q], blocks[q].data, offset[q + 1] - offset[q]);
-    }
-    // Ring for the blocks that did not travel with the metadata.
+    auto copy_local = [&] {
+      if (in_.bytes > 0 && out + offset[r] != in_.data) std::memcpy(out + offset[r], in_.data, in_.bytes);
+      for (int q = 0; q < p; ++q) {
+        if (q != r && blocks[q].meta.has_data && offset[q + 1] > offset[q])
+          std::memcpy(out + offset[q], blocks[q].data, offset[q + 1] - offset[q]);
+      }
+    };
+    // Ring for the blocks that did not travel with the metadata. Step 0 sends our own
+    // block straight from `in`, so the local copies above overlap the first transfer
+    // (they touch none of its memory) instead of delaying it.
     const int right = (r + 1) % p;
     const int left = (r - 1 + p) % p;
     auto streamed = [&](int q) { return !blocks[q].meta.has_data && offset[q + 1] > offset[q]; };
+    bool copied = false;
     for (int s = 0; s < p - 1; ++s) {
       const int send_block = (r - s + p) % p;
       const int recv_block = (r - s - 1 + p) % p;
-      ex.Clear();
+      if (s > 0) ex.Clear();  // step 0 keeps the metadata frames: copy_local reads their payloads
       const size_t send_bytes = offset[send_block + 1] - offset[send_block];
       const size_t recv_bytes = offset[recv_block + 1] - offset[recv_block];
-      if (streamed(send_block)) ex.SendRaw(right, out + offset[send_block], send_bytes, WholeMessageChunk(send_bytes));
+      const char* src = s == 0 ? static_cast<const char*>(in_.data) : out + offset[send_block];
+      if (streamed(send_block)) ex.SendRaw(right, src, send_bytes, WholeMessageChunk(send_bytes));
       if (streamed(recv_block))
         ex.RecvRaw(left, out + offset[recv_block], recv_bytes, nullptr, WholeMessageChunk(recv_bytes));
+      if (!copied) copy_local();
+      copied = true;
       ex.Wait();
     }
+    if (!copied) copy_local();
   }
 
  private:
