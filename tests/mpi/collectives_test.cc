@@ -144,7 +144,9 @@ TEST_F(Collectives, BroadcastEveryRootDtypeSize) {
 TEST_F(Collectives, AllgatherVaryingFirstDimensions) {
   int salt = 900;
   for (Kind k : {Kind::kF32, Kind::kF64, Kind::kI8, Kind::kBF16, Kind::kI64}) {
-    for (int64_t rows_base : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{9000}}) {
+    // 170 / 400 rows: blocks on both sides of the two-rank threshold (2 KiB) for
+    // allgather's data with the metadata, mixed across ranks (impl/ops/allgather.cc).
+    for (int64_t rows_base : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{170}, int64_t{400}, int64_t{9000}}) {
       ++salt;
       // Rank r contributes rows_base + r rows (rank 0 may contribute none) of width 3.
       auto rows_of = [&](int r) { return rows_base == 0 ? (r % 2) : rows_base + r; };
