@@ -25,6 +25,10 @@ from ..request import Request
 from . import _state as S
 
 logger = _logging.logger
+# The compiled SWIG module itself: the hot blocking calls skip _core's pure-Python
+# forwarding functions (one Python frame per call).
+_c = getattr(_core, "__core")
+_contiguous = torch.contiguous_format
 _SUM, _AVERAGE = _core.STARLING_SUM, _core.STARLING_AVERAGE
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -47,7 +51,9 @@ def _capsule(tensor: Any) -> Any:
 
 
 def _empty_like(tensor: torch.Tensor) -> torch.Tensor:
-    return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    """A fresh contiguous tensor like tensor (not requiring grad). empty_like is about
+    twice as fast as torch.empty(shape, dtype=, device=) for small tensors."""
+    return torch.empty_like(tensor, memory_format=_contiguous)
 
 
 def _check_name(name: Any) -> None:
@@ -349,7 +355,14 @@ def _allreduce(tensor: torch.Tensor, output: Optional[torch.Tensor], average: bo
     cin = _capsule(tensor)
     if average:
         assert tensor.dtype in _FLOAT_DTYPES, "If average is set in allreduce, only float or double tensor is allowed."
-    _check_name(name)
+    if name is not None:
+        _check_name(name)
+    if output is None and not nonblocking:
+        # Blocking: the fresh output crosses as its data pointer (see py_allreduce_into).
+        output = _empty_like(tensor)
+        _c.py_allreduce_into(int(is_hierarchical_local), h, cin, output.data_ptr(), _AVERAGE if average else _SUM,
+                             name)
+        return output
     if output is None:
         output = _empty_like(tensor)
         cout = _capsule(output)
@@ -357,7 +370,7 @@ def _allreduce(tensor: torch.Tensor, output: Optional[torch.Tensor], average: bo
         cout = cin
     op = _AVERAGE if average else _SUM
     if not nonblocking:
-        (_core.local_allreduce if is_hierarchical_local else _core.allreduce)(h, cin, cout, op, name)
+        (_c.local_allreduce if is_hierarchical_local else _c.allreduce)(h, cin, cout, op, name)
         return output
     request = (_core.local_allreduce_nonblocking if is_hierarchical_local else _core.allreduce_nonblocking)(
         h, cin, cout, op, name)
@@ -538,15 +551,19 @@ def _neighbor_args(self_weight: Any, src_weights: Any, dst_weights: Any) -> tupl
 def _neighbor_allreduce(kind: int, tensor: torch.Tensor, args: tuple, enable_topo_check: bool,
                         name: Optional[str], nonblocking: bool) -> Any:
     h = S.handle or S.require_handle()
-    _check_name(name)
+    if name is not None:
+        _check_name(name)
     cin = _capsule(tensor)
     output = _empty_like(tensor)
-    cout = _capsule(output)
     use, sw, sources, dynamic, destinations = args
-    request = _core.py_neighbor_allreduce(kind, h, cin, cout, use, sw, sources, dynamic, destinations,
-                                          int(bool(enable_topo_check) and dynamic), name, int(nonblocking))
     if not nonblocking:
+        # The fresh output crosses as its data pointer (see py_neighbor_allreduce_into).
+        _c.py_neighbor_allreduce_into(kind, h, cin, output.data_ptr(), use, sw, sources, dynamic, destinations,
+                                      int(bool(enable_topo_check) and dynamic), name)
         return output
+    cout = _capsule(output)
+    request = _core.py_neighbor_allreduce(kind, h, cin, cout, use, sw, sources, dynamic, destinations,
+                                          int(bool(enable_topo_check) and dynamic), name, 1)
     return _register(Request(request, (tensor, cin, output, cout), None, output))
 
 
