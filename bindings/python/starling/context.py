@@ -13,6 +13,9 @@ from .request import Request
 from .topology import Topology
 from .window import Window
 
+# The compiled SWIG module: the blocking allreduce skips _core's forwarding functions.
+_c = getattr(_core, "__core")
+
 Tensor = Any  # any object with __dlpack__ (NumPy array, PyTorch tensor, ...)
 Weights = Mapping[int, float]
 
@@ -196,7 +199,11 @@ class Context:
                   name: Optional[str] = None) -> Tensor:
         """op ("sum", "average", "min", "max") over every rank's x (over this machine's
         ranks only with local=True). "average" needs a floating-point dtype."""
-        return self._allreduce(x, op, out, local, name, False)
+        # _allreduce and _unary inline for the blocking call: fewer Python frames per call.
+        code = _reduce_op(op)
+        adapter, cin, out, cout, allocated = output_like(x, out)
+        (_c.local_allreduce if local else _c.allreduce)(self._handle, cin, cout, code, name)
+        return adapter.result(out, x) if allocated else out
 
     def allreduce_nonblocking(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None,
                               local: bool = False, name: Optional[str] = None) -> Request:
