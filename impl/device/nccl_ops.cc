@@ -36,9 +36,7 @@ class NcclOp : public runtime::Op {
   std::string Describe() const override { return description_; }
 
   void Run(runtime::Context& context) override {
-    ops::Signature sig = Signature();
-    sig.seq = context.NextSequence();
-    ops::Agree(context, ops::WorldGroup(context), sig, Label());
+    AgreeOnCall(context);
     stream_ = gpu_.nccl_stream();
     Check(plugin()->stream_wait_event(stream_, ready_), "stream_wait_event");
     Enqueue(context);
@@ -47,6 +45,13 @@ class NcclOp : public runtime::Op {
 
  protected:
   virtual ops::Signature Signature() const = 0;
+  // Every rank checks the call's signature before any NCCL call. An op whose first
+  // step already gathers with this signature skips this round.
+  virtual void AgreeOnCall(runtime::Context& context) {
+    ops::Signature sig = Signature();
+    sig.seq = context.NextSequence();
+    ops::Agree(context, ops::WorldGroup(context), sig, Label());
+  }
   // Queues the operation's NCCL calls and kernels on stream_.
   virtual void Enqueue(runtime::Context& context) = 0;
 
@@ -207,8 +212,11 @@ class AllgatherOp : public NcclOp {
     return sig;
   }
 
-  // After Run's agreement, this gather of every rank's first dimension, trailing shape
-  // and output size.
+  // The gather below checks the signature too: one round instead of two.
+  void AgreeOnCall(runtime::Context&) override {}
+
+  // A gather of every rank's first dimension, trailing shape and output size, which is
+  // also the call's agreement (before any NCCL call).
   void Enqueue(runtime::Context& context) override {
     const int size = context.size(), rank = context.rank();
     Row mine{in_.first_dim(), out_.ndim() == std::max(in_.ndim(), 1) ? out_.first_dim() : -1, TrailingShapeHash(in_), 0};
