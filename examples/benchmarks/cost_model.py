@@ -1,0 +1,289 @@
+"""A cost model of Starling's averaging methods on many machines.
+
+It predicts the time of one averaging step (one call per training step, S bytes per
+rank) for the message pattern Starling actually uses for each method, on H hosts of
+r ranks each (ranks numbered host by host, as mpirun places them):
+
+  allreduce      Starling's ring: 2 (n - 1) rounds, each rank sends S / n to its right
+                 neighbour; the reduce-scatter half also reduces what arrives.
+  mpi_allreduce  the same ring (Open MPI's choice for these sizes; see the README for
+                 how well that fits).
+  neighbor_exp2  one round: each rank sends S to each of its ceil(log2 n) out-neighbours
+                 (i + 2^k), then combines what it received.
+  one_peer_exp2  one round per step, to i + 2^(t mod log2 n): averaged over the
+                 schedule's period.
+  hierarchical   ring allreduce inside each host, the host leaders exchange with their
+                 machine neighbours (exp2 over hosts), a chain broadcast inside each host.
+  window_push    like neighbor_exp2 (puts to the out-neighbours), plus the target's
+                 acknowledgement (one more link latency), plus the update's combine.
+
+A round costs: the link latency if any message leaves a host, plus the longer of
+(a) the busiest host link (bytes out or in over the link rate, times 1 / eta for the
+rate the link really delivers) and (b) the CPU: per-message overheads, same-host copies
+and reductions; where all ranks share a few cores (the namespace hosts of the
+benchmark all run on one machine) the CPU work of every rank, plus the kernel's TCP
+copies, is divided among those cores. Communication and computation overlap (the ring
+reduces one chunk while the next arrives); rounds do not.
+
+    python3 cost_model.py predict [--ranks-per-host 8] [--mib 100] [--params params.json]
+    python3 cost_model.py calibrate measured.csv [--out params.json]
+
+measured.csv columns: method, ranks, ranks_per_host, bytes, link_gbit, latency_us,
+seconds (time per step), cores (cores the ranks shared; empty: dedicated hosts).
+"""
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+
+METHODS = ["allreduce", "mpi_allreduce", "neighbor_exp2", "one_peer_exp2", "hierarchical", "window_push"]
+
+
+@dataclass(frozen=True)
+class Platform:
+    link_bytes_per_s: float         # per host and direction
+    latency_s: float                # one-way link latency
+    alpha_s: float = 30e-6          # CPU time to send or receive one message between hosts
+    alpha_local_s: float = 2e-6     # the same for a same-host message
+    local_bytes_per_s: float = 5e9  # same-host copy rate per rank
+    combine_bytes_per_s: float = 4e9  # reduction: bytes read per second per rank
+    eta: float = 1.0                # fraction of the link rate that TCP delivers
+    tcp_s_per_byte: float = 0.0     # kernel CPU time per byte sent between hosts (shared cores only)
+    shared_cores: int = 0           # cores shared by all ranks (0: every rank has its own)
+
+
+@dataclass
+class Cost:
+    """Seconds of one step, split by what bounded each round."""
+
+    latency: float = 0.0
+    link: float = 0.0
+    cpu: float = 0.0
+
+    @property
+    def total(self):
+        return self.latency + self.link + self.cpu
+
+    def add(self, other, times=1.0):
+        self.latency += other.latency * times
+        self.link += other.link * times
+        self.cpu += other.cpu * times
+
+    def limit(self):
+        parts = {"latency": self.latency, "link bandwidth": self.link, "CPU": self.cpu}
+        return max(parts, key=parts.get)
+
+
+def _round(platform, n, r, sends, compute_bytes=0.0, senders=None, extra_latency=0, copies=1):
+    """Cost of one round in which every rank i in `senders` (default: all) sends
+    sends(i) = [(destination, bytes), ...] and then reduces compute_bytes. `copies`
+    identical rounds run at once elsewhere (other hosts' local rings): they matter only
+    where all ranks share the same cores."""
+    senders = range(n) if senders is None else senders
+    host = lambda rank: rank // r
+    egress = [0.0] * ((n + r - 1) // r)
+    ingress = [0.0] * len(egress)
+    per_rank_cpu = 0.0
+    inter_total = 0.0
+    crosses = False
+    for i in senders:
+        cpu = compute_bytes / platform.combine_bytes_per_s
+        for dst, size in sends(i):
+            if host(dst) != host(i):
+                crosses = True
+                egress[host(i)] += size
+                ingress[host(dst)] += size
+                inter_total += size
+                cpu += platform.alpha_s
+            else:
+                cpu += platform.alpha_local_s + size / platform.local_bytes_per_s
+        per_rank_cpu = max(per_rank_cpu, cpu)
+    cost = Cost()
+    link = max(max(egress), max(ingress)) / (platform.link_bytes_per_s * platform.eta)
+    cpu = per_rank_cpu
+    if platform.shared_cores:
+        busy = len(senders) * copies
+        cpu = max(cpu, (busy * per_rank_cpu + platform.tcp_s_per_byte * inter_total * copies) / platform.shared_cores)
+    cost.latency = platform.latency_s * (1 + extra_latency) if crosses else 0.0
+    if link >= cpu:
+        cost.link = link
+    else:
+        cost.cpu = cpu
+    return cost
+
+
+def _exp2_offsets(n):
+    offsets, d = [], 1
+    while d < n:
+        offsets.append(d)
+        d *= 2
+    return offsets
+
+
+def _ring_allreduce(platform, n, r, size, copies=1):
+    cost = Cost()
+    if n == 1:
+        return cost
+    block = size / n
+    right = lambda i: [((i + 1) % n, block)]
+    cost.add(_round(platform, n, r, right, compute_bytes=2 * block, copies=copies), n - 1)  # reduce-scatter
+    cost.add(_round(platform, n, r, right, copies=copies), n - 1)                           # allgather
+    return cost
+
+
+def _neighbor(platform, n, r, size, offsets, extra_latency=0):
+    sends = lambda i: [((i + d) % n, size) for d in offsets]
+    return _round(platform, n, r, sends, compute_bytes=(len(offsets) + 1) * size, extra_latency=extra_latency)
+
+
+def _one_peer(platform, n, r, size):
+    offsets = _exp2_offsets(n)
+    cost = Cost()
+    for d in offsets or [0]:
+        cost.add(_neighbor(platform, n, r, size, [d] if d else []), 1.0 / max(1, len(offsets)))
+    return cost
+
+
+def _hierarchical(platform, n, r, size):
+    hosts = n // r
+    cost = Cost()
+    # Sum inside each host: every host runs the same ring at once.
+    cost.add(_ring_allreduce(platform, r, r, size, copies=hosts))
+    offsets = _exp2_offsets(hosts)
+    leaders = [h * r for h in range(hosts)]
+    sends = lambda i: [(((i // r + d) % hosts) * r, size) for d in offsets]
+    cost.add(_round(platform, n, r, sends, compute_bytes=(len(offsets) + 1) * size, senders=leaders))
+    # Chain broadcast inside each host: each rank copies the tensor once, as it streams.
+    chain = size / platform.local_bytes_per_s + (r - 1) * platform.alpha_local_s
+    if platform.shared_cores:
+        chain = max(chain, n * size / platform.local_bytes_per_s / platform.shared_cores)
+    cost.add(Cost(cpu=chain))
+    return cost
+
+
+def predict(method, platform, n, r, size):
+    """Cost of one step of `method` with n ranks, r per host, `size` bytes per rank."""
+    if n % r:
+        raise ValueError(f"{n} ranks do not fill hosts of {r}")
+    if method in ("allreduce", "mpi_allreduce"):
+        return _ring_allreduce(platform, n, r, size)
+    if method == "neighbor_exp2":
+        return _neighbor(platform, n, r, size, _exp2_offsets(n))
+    if method == "one_peer_exp2":
+        return _one_peer(platform, n, r, size)
+    if method == "hierarchical":
+        return _hierarchical(platform, n, r, size) if r > 1 else _neighbor(platform, n, r, size, _exp2_offsets(n))
+    if method == "window_push":
+        return _neighbor(platform, n, r, size, _exp2_offsets(n), extra_latency=1)
+    raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
+
+
+# --- calibration ---------------------------------------------------------------------
+
+FITTED = ["alpha_s", "alpha_local_s", "local_bytes_per_s", "combine_bytes_per_s", "eta", "tcp_s_per_byte"]
+BOUNDS = {"alpha_s": (1e-7, 1e-2), "alpha_local_s": (1e-8, 1e-3), "local_bytes_per_s": (1e8, 1e11),
+          "combine_bytes_per_s": (1e8, 1e11), "eta": (0.3, 1.0), "tcp_s_per_byte": (1e-12, 1e-8)}
+
+
+def read_measurements(path):
+    rows = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            rows.append({"method": row["method"], "ranks": int(row["ranks"]), "ranks_per_host": int(row["ranks_per_host"]),
+                         "bytes": float(row["bytes"]), "link_gbit": float(row["link_gbit"]),
+                         "latency_us": float(row["latency_us"]), "seconds": float(row["seconds"]),
+                         "cores": int(row["cores"]) if row.get("cores") else 0})
+    return rows
+
+
+def platform_for(row, params):
+    return Platform(link_bytes_per_s=row["link_gbit"] * 1e9 / 8, latency_s=row["latency_us"] * 1e-6,
+                    shared_cores=row["cores"], **params)
+
+
+def relative_errors(rows, params):
+    return [predict(row["method"], platform_for(row, params), row["ranks"], row["ranks_per_host"],
+                    row["bytes"]).total / row["seconds"] - 1.0 for row in rows]
+
+
+def calibrate(rows, start=None):
+    """Fits the platform's CPU and efficiency parameters (the link rate and latency are
+    what the benchmark configured) to minimize the squared log error."""
+    from scipy.optimize import least_squares  # only calibration needs SciPy
+
+    base = asdict(Platform(link_bytes_per_s=1.0, latency_s=0.0))
+    start = dict(start or {name: base[name] for name in FITTED})
+    low = [math.log(BOUNDS[name][0]) for name in FITTED]
+    high = [math.log(BOUNDS[name][1]) for name in FITTED]
+    x0 = [min(max(math.log(max(start[name], BOUNDS[name][0])), lo + 1e-9), hi - 1e-9)
+          for name, lo, hi in zip(FITTED, low, high)]
+
+    def residuals(x):
+        params = {name: math.exp(v) for name, v in zip(FITTED, x)}
+        return [math.log1p(e) for e in relative_errors(rows, params)]
+
+    fit = least_squares(residuals, x0, bounds=(low, high))
+    return {name: math.exp(v) for name, v in zip(FITTED, fit.x)}
+
+
+# --- command line --------------------------------------------------------------------
+
+def human_seconds(s):
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("predict", help="time per step at 64-4096 ranks for 1, 10, 100 Gbit/s links")
+    p.add_argument("--params", help="parameters from `calibrate` (JSON)")
+    p.add_argument("--ranks-per-host", type=int, default=8)
+    p.add_argument("--mib", type=float, default=100.0, help="tensor size per rank in MiB")
+    p.add_argument("--latency-us", type=float, default=10.0)
+    c = sub.add_parser("calibrate", help="fit the model to measured.csv and print the error at every point")
+    c.add_argument("csv")
+    c.add_argument("--out", help="write the fitted parameters here (JSON)")
+    args = parser.parse_args(argv)
+
+    if args.command == "calibrate":
+        rows = read_measurements(args.csv)
+        params = calibrate(rows)
+        errors = relative_errors(rows, params)
+        print("fitted: " + ", ".join(f"{k}={v:.3g}" for k, v in params.items()))
+        print(f"{'method':<15}{'ranks':>6}{'r/host':>7}{'MiB':>6}{'Gbit/s':>8}{'measured':>12}{'model':>12}{'error':>8}")
+        for row, e in zip(rows, errors):
+            print(f"{row['method']:<15}{row['ranks']:>6}{row['ranks_per_host']:>7}{row['bytes'] / 2**20:>6.0f}"
+                  f"{row['link_gbit']:>8g}{human_seconds(row['seconds']):>12}"
+                  f"{human_seconds(row['seconds'] * (1 + e)):>12}{e * 100:>7.0f}%")
+        worst = max(abs(e) for e in errors)
+        print(f"largest error {worst * 100:.0f}% over {len(rows)} points (target 25%)")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(params, f, indent=1)
+        return 0
+
+    params = {}
+    if args.params:
+        with open(args.params) as f:
+            params = {k: v for k, v in json.load(f).items() if k != "tcp_s_per_byte"}
+    size = args.mib * 2**20
+    r = args.ranks_per_host
+    print(f"time per step, {args.mib:g} MiB per rank, {r} ranks per host, {args.latency_us:g} us link latency")
+    for gbit in (1, 10, 100):
+        print(f"\n{gbit} Gbit/s per host")
+        print(f"{'ranks':>6}  " + "".join(f"{m:>24}" for m in METHODS))
+        for n in (64, 256, 1024, 4096):
+            platform = Platform(link_bytes_per_s=gbit * 1e9 / 8, latency_s=args.latency_us * 1e-6, **params)
+            cells = []
+            for m in METHODS:
+                cost = predict(m, platform, n, r, size)
+                cells.append(f"{human_seconds(cost.total)} ({cost.limit().split()[0]})")
+            print(f"{n:>6}  " + "".join(f"{c:>24}" for c in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
