@@ -14,6 +14,7 @@ r ranks each (ranks numbered host by host, as mpirun places them):
                  schedule's period.
   hierarchical   ring allreduce inside each host, the host leaders exchange with their
                  machine neighbours (exp2 over hosts), a chain broadcast inside each host.
+  hierarchical_one_peer  the same with the dynamic one-peer schedule over hosts.
   window_push    like neighbor_exp2 (puts to the out-neighbours), plus the target's
                  acknowledgement (one more link latency), plus the update's combine.
 
@@ -39,7 +40,8 @@ import math
 import sys
 from dataclasses import asdict, dataclass
 
-METHODS = ["allreduce", "mpi_allreduce", "neighbor_exp2", "one_peer_exp2", "hierarchical", "window_push"]
+METHODS = ["allreduce", "mpi_allreduce", "neighbor_exp2", "one_peer_exp2", "hierarchical", "hierarchical_one_peer",
+           "window_push"]
 
 
 @dataclass(frozen=True)
@@ -147,15 +149,18 @@ def _one_peer(platform, n, r, size):
     return cost
 
 
-def _hierarchical(platform, n, r, size):
+def _hierarchical(platform, n, r, size, one_peer):
     hosts = n // r
     cost = Cost()
     # Sum inside each host: every host runs the same ring at once.
     cost.add(_ring_allreduce(platform, r, r, size, copies=hosts))
-    offsets = _exp2_offsets(hosts)
     leaders = [h * r for h in range(hosts)]
-    sends = lambda i: [(((i // r + d) % hosts) * r, size) for d in offsets]
-    cost.add(_round(platform, n, r, sends, compute_bytes=(len(offsets) + 1) * size, senders=leaders))
+    offsets = _exp2_offsets(hosts)
+    schedule = ([[d] for d in offsets] if one_peer else [offsets]) or [[]]
+    for step in schedule:
+        sends = lambda i, step=step: [(((i // r + d) % hosts) * r, size) for d in step]
+        cost.add(_round(platform, n, r, sends, compute_bytes=(len(step) + 1) * size, senders=leaders),
+                 1.0 / len(schedule))
     # Chain broadcast inside each host: each rank copies the tensor once, as it streams.
     chain = size / platform.local_bytes_per_s + (r - 1) * platform.alpha_local_s
     if platform.shared_cores:
@@ -174,8 +179,10 @@ def predict(method, platform, n, r, size):
         return _neighbor(platform, n, r, size, _exp2_offsets(n))
     if method == "one_peer_exp2":
         return _one_peer(platform, n, r, size)
-    if method == "hierarchical":
-        return _hierarchical(platform, n, r, size) if r > 1 else _neighbor(platform, n, r, size, _exp2_offsets(n))
+    if method in ("hierarchical", "hierarchical_one_peer"):
+        if r == 1:
+            raise ValueError("hierarchical methods need several ranks per host")
+        return _hierarchical(platform, n, r, size, one_peer=method == "hierarchical_one_peer")
     if method == "window_push":
         return _neighbor(platform, n, r, size, _exp2_offsets(n), extra_latency=1)
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
@@ -279,6 +286,9 @@ def main(argv=None):
             platform = Platform(link_bytes_per_s=gbit * 1e9 / 8, latency_s=args.latency_us * 1e-6, **params)
             cells = []
             for m in METHODS:
+                if m.startswith("hierarchical") and r == 1:
+                    cells.append("-")
+                    continue
                 cost = predict(m, platform, n, r, size)
                 cells.append(f"{human_seconds(cost.total)} ({cost.limit().split()[0]})")
             print(f"{n:>6}  " + "".join(f"{c:>24}" for c in cells))

@@ -44,6 +44,12 @@ def test_link_costs_match_closed_forms(hosts, r):
         hier = cm.predict("hierarchical", p, n, r, size)
         k = int(math.log2(hosts))
         assert math.isclose(hier.total, L + k * size / B, rel_tol=1e-12)
+        # ... or to one of them per step.
+        hier1 = cm.predict("hierarchical_one_peer", p, n, r, size)
+        assert math.isclose(hier1.total, L + size / B, rel_tol=1e-12)
+    else:
+        with pytest.raises(ValueError, match="several ranks per host"):
+            cm.predict("hierarchical", p, n, r, size)
 
 
 def test_one_host_has_no_link_cost():
