@@ -121,6 +121,8 @@ def main():
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--limit", type=int, default=0, help="use only this many samples (smoke tests)")
     parser.add_argument("--plot", default="optimizers_accuracy.png", help="where to write the PNG (rank 0)")
+    parser.add_argument("--target", type=float, default=0.95,
+                        help="the table says how many bytes each method sent to first reach this accuracy")
     parser.add_argument("--min-accuracy", type=float, default=0.0,
                         help="exit 1 unless every method reaches this final accuracy (smoke tests)")
     args = parser.parse_args()
@@ -135,13 +137,15 @@ def main():
     if bf.rank() == 0:
         baseline = results.get("allreduce")
         print(f"{bf.size()} ranks, {args.epochs} epochs, batch {args.batch_size} per rank, ring topology")
-        print("| method | lr | test accuracy, mean (worst rank) | MiB sent per rank | vs allreduce | seconds |")
-        print("|---|---|---|---|---|---|")
+        print(f"| method | lr | test accuracy, mean (worst rank) | MiB sent per rank | vs allreduce "
+              f"| MiB to reach {args.target} | seconds |")
+        print("|---|---|---|---|---|---|---|")
         for method, (curve, seconds, worst) in results.items():
             sent, acc = curve[-1]
             ratio = f"{sent / baseline[0][-1][0]:.2f}x" if baseline and baseline[0][-1][0] else "-"
+            reached = next((f"{b / 2 ** 20:.2f}" for b, a in curve if a >= args.target), "never")
             print(f"| {method}: {METHODS[method][0]} | {METHODS[method][2]} | {acc:.4f} ({worst:.4f}) "
-                  f"| {sent / 2 ** 20:.2f} | {ratio} | {seconds:.1f} |")
+                  f"| {sent / 2 ** 20:.2f} | {ratio} | {reached} | {seconds:.1f} |")
         plot(args.plot, results)
         print(f"plot of accuracy against bytes sent: {os.path.abspath(args.plot)}")
     failed = [m for m, (curve, _, _) in results.items() if curve[-1][1] < args.min_accuracy]
