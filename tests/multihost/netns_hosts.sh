@@ -71,8 +71,8 @@ mh_create() {
       bits=$(_mh_bits "$rate")
       burst=$((bits / 8 / 500))
       ((burst < 65536)) && burst=65536
-      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
-      tc -n "$sw" qdisc add dev "port$k" root tbf rate "$rate" burst "$burst" latency 100ms
+      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency ${MH_TBF_LATENCY:-100ms}
+      tc -n "$sw" qdisc add dev "port$k" root tbf rate "$rate" burst "$burst" latency ${MH_TBF_LATENCY:-100ms}
     fi
     # `ip netns exec` mounts /etc/netns/<ns>/hosts over /etc/hosts: every host knows
     # every other by name.
