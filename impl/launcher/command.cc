@@ -116,7 +116,7 @@ ParseResult ParseArgs(const std::vector<std::string>& args) {
       return std::any_of(names.begin(), names.end(), [&name](const char* n) { return name == n; });
     };
     bool takes_value = is({"-np", "-n", "--num-proc", "-H", "--hosts", "--hostfile", "-hostfile",
-                           "--timeout", "--mpi-args", "-x"});
+                           "--timeout", "--mpi-args", "-x", "--interface"});
     bool is_flag = is({"-h", "--help", "--version", "--print-config", "--verbose"});
     if (!takes_value && !is_flag) return fail("unknown option '" + arg + "'");
     if (is_flag && has_inline) return fail("option " + name + " takes no value");
@@ -146,6 +146,18 @@ ParseResult ParseArgs(const std::vector<std::string>& args) {
     } else if (is({"--hostfile", "-hostfile"})) {
       if (value.empty()) return fail("--hostfile needs a file name");
       o.hostfile = value;
+    } else if (name == "--interface") {
+      // Open MPI's if_include syntax: interface names or CIDR subnets, comma-separated.
+      bool ok = !value.empty() && value.front() != ',' && value.back() != ',' &&
+                value.find(",,") == std::string::npos &&
+                std::all_of(value.begin(), value.end(), [](unsigned char c) {
+                  return std::isalnum(c) || std::strchr("._-:/,", c) != nullptr;
+                });
+      if (!ok) {
+        return fail("--interface needs interface names or subnets separated by commas "
+                    "(e.g. eth0 or 10.0.0.0/16), got '" + value + "'");
+      }
+      o.interface = value;
     } else if (name == "--timeout") {
       if (!ParseSeconds(value, &o.timeout_seconds)) {
         return fail("--timeout needs a number of seconds >= 0 (0 = no limit), got '" + value + "'");
@@ -163,7 +175,9 @@ ParseResult ParseArgs(const std::vector<std::string>& args) {
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (o.print_config) return result;  // prints and exits: nothing to launch
-  if (o.num_proc == 0) return fail("missing -np N (the number of ranks to start)");
+  // Without -np the hosts' slots say how many ranks (see DefaultNumProc).
+  if (o.num_proc == 0 && !o.hosts_given && o.hostfile.empty())
+    return fail("missing -np N (the number of ranks to start)");
   if (o.hosts_given && !o.hostfile.empty())
     return fail("-H and --hostfile cannot be used together");
   if (o.program.empty()) return fail("no program to run (put it after the options, or after --)");
@@ -240,6 +254,24 @@ std::string ReadHostfile(const std::string& path, std::vector<Host>* hosts) {
   if (!in) return what + "cannot be read";
   std::string error = ParseHostfile(text.str(), hosts);
   return error.empty() ? "" : what + error;
+}
+
+std::string DefaultNumProc(Options* options) {
+  if (options->num_proc > 0) return "";
+  if (options->hosts.empty()) return "missing -np N (the number of ranks to start)";
+  long total = 0;
+  for (const Host& h : options->hosts) {
+    if (h.slots <= 0) {
+      return "missing -np N: hostfile line for '" + h.name +
+             "' has no slots=, so the number of ranks is unknown";
+    }
+    total += h.slots;
+  }
+  if (total > kMaxRanks) {
+    return "the hosts' slots add up to more than " + std::to_string(kMaxRanks) + " ranks";
+  }
+  options->num_proc = static_cast<int>(total);
+  return "";
 }
 
 Environment CurrentEnvironment() {
@@ -363,11 +395,23 @@ Command BuildCommand(const Options& o, const Environment& env) {
     argv.insert(argv.end(), {"--mca", key, value});
   };
   mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank
-  if (local) {
-    // Open MPI would also try the machine's other interfaces, which can hang.
-    // Open MPI refuses include and exclude lists together.
-    mca("btl_tcp_if_include", "lo", "btl_tcp_if_exclude");
-    mca("oob_tcp_if_include", "lo", "oob_tcp_if_exclude");
+  // Which network TCP uses, for the ranks (btl) and for Open MPI's daemons (oob).
+  // Open MPI refuses include and exclude lists together. On one machine: loopback, as
+  // Open MPI would also try the machine's other interfaces, which can hang. Across
+  // machines: the --interface the user named, else Open MPI's choice (every interface
+  // but loopback), since loopback cannot reach another machine.
+  const std::string interface = !o.interface.empty() ? o.interface : local ? "lo" : "";
+  if (!interface.empty()) {
+    for (const char* layer : {"btl", "oob"}) {
+      const std::string include = std::string(layer) + "_tcp_if_include";
+      const std::string exclude = std::string(layer) + "_tcp_if_exclude";
+      if (!o.interface.empty() && (UserSetsMca(o, env, include) || UserSetsMca(o, env, exclude))) {
+        cmd.warnings.push_back("--interface " + o.interface + " is not applied to " + layer +
+                               ": " + include + " or " + exclude +
+                               " is already set (in the environment or --mpi-args)");
+      }
+      mca(include, interface, exclude.c_str());
+    }
   }
 
   // Environment for the ranks: Starling's and BlueFog's variables and the paths a

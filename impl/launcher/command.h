@@ -27,6 +27,7 @@ struct Options {
   std::vector<Host> hosts;     // from -H, or read from --hostfile by the caller
   bool hosts_given = false;    // -H was on the command line
   std::string hostfile;        // --hostfile FILE ("" = none)
+  std::string interface;       // --interface LIST: TCP for MPI and Open MPI's daemons ("" = auto)
   double timeout_seconds = 0;  // 0 = no limit
   bool print_config = false;
   bool verbose = false;
@@ -56,6 +57,11 @@ std::string ParseHostfile(const std::string& text, std::vector<Host>* hosts);
 
 // Reads and parses a hostfile; the error names the file when it cannot be read.
 std::string ReadHostfile(const std::string& path, std::vector<Host>* hosts);
+
+// Without -np, the ranks are the sum of the hosts' slots (as mpirun does). Sets
+// options->num_proc, or returns an error when there are no hosts or one has no slot
+// count (a hostfile line without slots=). Call after ReadHostfile.
+std::string DefaultNumProc(Options* options);
 
 // What the command depends on outside the command line.
 struct Environment {

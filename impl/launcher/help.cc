@@ -10,11 +10,16 @@ Starts `program` as N ranks of a Starling (or BlueFog-style) job through Open MP
 mpirun, with the mpirun flags a single machine or a small cluster needs.
 
 Options:
-  -np N, -n N, --num-proc N   number of ranks to start (required)
+  -np N, -n N, --num-proc N   number of ranks to start (required, except with -H or a
+                              hostfile whose every line has slots=: then the sum of
+                              the slots)
   -H, --hosts h1:2,h2:4       hosts and how many ranks (slots) each takes; every entry
                               is HOST:SLOTS with SLOTS >= 1 (default: localhost:N)
   --hostfile FILE             Open MPI hostfile, one "host slots=N" per line; cannot be
                               combined with -H
+  --interface LIST            network interfaces (or CIDR subnets), comma-separated,
+                              that MPI and Open MPI's daemons use for TCP, e.g. eth0 or
+                              10.0.0.0/16: the network that joins the machines
   --timeout SECONDS           stop every rank after SECONDS (fractions allowed; 0 = no
                               limit, the default); starlingrun then exits with status 124,
                               like timeout(1)
@@ -37,7 +42,10 @@ What starlingrun adds to mpirun for you:
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
                               when every host is this machine (no -H or --hostfile, or
                               only localhost, 127.0.0.1 or this host's name), so Open MPI
-                              does not try other network interfaces
+                              does not try other network interfaces; with --interface,
+                              that list instead, on one machine or several. Across
+                              machines without --interface, Open MPI picks (every
+                              interface but loopback)
   --mca orte_base_help_aggregate 0
                               full error messages from every rank
 
@@ -49,6 +57,12 @@ Environment:
   STARLING_LOG_LEVEL=warn: the library alone is silent, but under starlingrun it warns
   about stalled operations and other problems. Set STARLING_LOG_LEVEL to change this.
   STARLING_MPIRUN         the mpirun to use (default: mpirun from PATH)
+
+Several machines:
+  mpirun starts the ranks of other hosts through ssh: it must log in to each host
+  without a password, find the same program (and Starling) at the same path there,
+  and the hosts must accept TCP from each other. Another way in than ssh is Open MPI's
+  choice: --mpi-args "--mca plm_rsh_agent /path/to/agent" (or OMPI_MCA_plm_rsh_agent).
 
 Signals and exit status:
   starlingrun exits with mpirun's exit status (128+S if mpirun dies of signal S), with
@@ -62,7 +76,7 @@ Examples:
   starlingrun -np 8 -H node1:4,node2:4 ./bench
   starlingrun -np 16 --hostfile hosts.txt --timeout 3600 python3 train.py
   STARLING_TIMELINE=/tmp/tl starlingrun -np 2 -x OMP_NUM_THREADS=1 ./app
-  starlingrun -np 4 --mpi-args "--mca btl_tcp_if_include eth0" -H a:2,b:2 ./app
+  starlingrun -H node1:2,node2:2 --interface eth0 ./app
   starlingrun --print-config
 )";
 }

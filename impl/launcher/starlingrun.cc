@@ -212,6 +212,8 @@ int Main(int argc, char** argv) {
     std::string error = ReadHostfile(options.hostfile, &options.hosts);
     if (!error.empty()) return UsageError(error);
   }
+  std::string error = DefaultNumProc(&options);
+  if (!error.empty()) return UsageError(error);
 
   Command command = BuildCommand(options, CurrentEnvironment());
   for (const std::string& warning : command.warnings) {

@@ -268,6 +268,58 @@ TEST(LauncherCommand, LoopbackOnlyWhenEveryHostIsLocal) {
   EXPECT_FALSE(Has(BuildCommand(o, TwoCores()).argv, "btl_tcp_if_include"));
 }
 
+TEST(LauncherCommand, InterfaceChoosesTheNetworkOnOneMachineOrMany) {
+  for (const char* hosts : {"node1:2,node2:2", "localhost:2", ""}) {
+    Args args = {"-np", "4", "--interface", "eth0", "prog"};
+    if (*hosts) args.insert(args.begin(), {"-H", hosts});
+    Command cmd = BuildCommand(Parse(args), TwoCores());
+    EXPECT_TRUE(HasSeq(cmd.argv, {"--mca", "btl_tcp_if_include", "eth0"})) << hosts;
+    EXPECT_TRUE(HasSeq(cmd.argv, {"--mca", "oob_tcp_if_include", "eth0"})) << hosts;
+    EXPECT_FALSE(Has(cmd.argv, "lo")) << hosts;
+    EXPECT_TRUE(cmd.warnings.empty()) << hosts;
+  }
+  EXPECT_EQ(Parse({"--interface", "10.0.0.0/16,ib0", "-np", "1", "prog"}).interface,
+            "10.0.0.0/16,ib0");
+  for (const char* bad : {"", ",", "eth0,", ",eth0", "eth0,,ib0", "eth 0", "eth0;rm"}) {
+    EXPECT_NE(ParseError({"--interface", bad, "-np", "1", "prog"}).find("--interface"),
+              std::string::npos)
+        << bad;
+  }
+  // The user's own MCA choice still wins, and the launcher says --interface was not used.
+  Environment env = TwoCores();
+  env.vars["OMPI_MCA_btl_tcp_if_exclude"] = "docker0";
+  Command cmd =
+      BuildCommand(Parse({"-np", "2", "-H", "a:1,b:1", "--interface", "eth0", "prog"}), env);
+  EXPECT_FALSE(Has(cmd.argv, "btl_tcp_if_include"));
+  EXPECT_TRUE(HasSeq(cmd.argv, {"--mca", "oob_tcp_if_include", "eth0"}));
+  ASSERT_EQ(cmd.warnings.size(), 1u);
+  EXPECT_NE(cmd.warnings[0].find("btl_tcp_if_exclude"), std::string::npos);
+}
+
+TEST(LauncherCommand, RanksDefaultToTheHostsSlots) {
+  Options o = Parse({"-H", "node1:2,node2:3", "prog"});
+  EXPECT_EQ(o.num_proc, 0);
+  EXPECT_EQ(DefaultNumProc(&o), "");
+  EXPECT_EQ(o.num_proc, 5);
+  EXPECT_TRUE(HasSeq(BuildCommand(o, TwoCores()).argv, {"-np", "5"}));
+
+  Options given = Parse({"-np", "3", "-H", "node1:2,node2:3", "prog"});
+  EXPECT_EQ(DefaultNumProc(&given), "");
+  EXPECT_EQ(given.num_proc, 3);
+
+  Options file = Parse({"--hostfile", "h", "prog"});
+  ASSERT_EQ(ParseHostfile("node1 slots=4\nnode2 slots=4\n", &file.hosts), "");
+  EXPECT_EQ(DefaultNumProc(&file), "");
+  EXPECT_EQ(file.num_proc, 8);
+
+  Options unknown = Parse({"--hostfile", "h", "prog"});
+  ASSERT_EQ(ParseHostfile("node1 slots=4\nnode2\n", &unknown.hosts), "");
+  EXPECT_NE(DefaultNumProc(&unknown).find("'node2' has no slots="), std::string::npos);
+
+  Options none;
+  EXPECT_NE(DefaultNumProc(&none).find("missing -np"), std::string::npos);
+}
+
 TEST(LauncherCommand, UserMcaChoicesWin) {
   // mpirun rejects an MCA parameter given twice, and the user's choice is meant.
   auto argv =
@@ -371,7 +423,8 @@ TEST(LauncherHelp, MentionsEveryOption) {
   const std::string help = HelpText();
   for (const char* option : {"-np", "-n N", "--num-proc", "-H", "--hosts", "--hostfile",
                              "--timeout", "--print-config", "--verbose", "--mpi-args", "-x NAME",
-                             "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples"}) {
+                             "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples",
+                             "--interface", "plm_rsh_agent"}) {
     EXPECT_NE(help.find(option), std::string::npos) << option;
   }
 }
