@@ -15,7 +15,7 @@ r ranks each (ranks numbered host by host, as mpirun places them):
   hierarchical   ring allreduce inside each host, the host leaders exchange with their
                  machine neighbours (exp2 over hosts), a chain broadcast inside each host.
   hierarchical_one_peer  the same with the dynamic one-peer schedule over hosts.
-  window_push    like neighbor_exp2 (puts to the out-neighbours), plus the target's
+  window_push    one put per step to the one-peer exp2 peer, plus the target's
                  acknowledgement (one more link latency), plus the update's combine.
 
 A round costs: the link latency if any message leaves a host, plus the longer of
@@ -27,16 +27,20 @@ copies, is divided among those cores. Communication and computation overlap (the
 reduces one chunk while the next arrives); rounds do not.
 
     python3 cost_model.py predict [--ranks-per-host 8] [--mib 100] [--params params.json]
-    python3 cost_model.py calibrate measured.csv [--out params.json]
+    python3 cost_model.py calibrate scaling.csv [--cores 2] [--out params.json]
 
-measured.csv columns: method, ranks, ranks_per_host, bytes, link_gbit, latency_us,
-seconds (time per step), cores (cores the ranks shared; empty: dedicated hosts).
+scaling.csv is what examples/benchmarks/multihost_bench.sh writes (scaling_bench's rows:
+label, ranks, machines, MiB, method, ms per step, cpu share), where the label is the
+link rate given to tc ("1gbit", "10gbit"; "none" for unlimited links). The namespace
+hosts add no latency (netem is absent), so the link latency there is 0 and alpha
+holds all per-message time.
 """
 
 import argparse
 import csv
 import json
 import math
+import os
 import sys
 from dataclasses import asdict, dataclass
 
@@ -141,11 +145,11 @@ def _neighbor(platform, n, r, size, offsets, extra_latency=0):
     return _round(platform, n, r, sends, compute_bytes=(len(offsets) + 1) * size, extra_latency=extra_latency)
 
 
-def _one_peer(platform, n, r, size):
+def _one_peer(platform, n, r, size, extra_latency=0):
     offsets = _exp2_offsets(n)
     cost = Cost()
     for d in offsets or [0]:
-        cost.add(_neighbor(platform, n, r, size, [d] if d else []), 1.0 / max(1, len(offsets)))
+        cost.add(_neighbor(platform, n, r, size, [d] if d else [], extra_latency), 1.0 / max(1, len(offsets)))
     return cost
 
 
@@ -184,7 +188,7 @@ def predict(method, platform, n, r, size):
             raise ValueError("hierarchical methods need several ranks per host")
         return _hierarchical(platform, n, r, size, one_peer=method == "hierarchical_one_peer")
     if method == "window_push":
-        return _neighbor(platform, n, r, size, _exp2_offsets(n), extra_latency=1)
+        return _one_peer(platform, n, r, size, extra_latency=1)
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
 
 
@@ -195,15 +199,39 @@ BOUNDS = {"alpha_s": (1e-7, 1e-2), "alpha_local_s": (1e-8, 1e-3), "local_bytes_p
           "combine_bytes_per_s": (1e8, 1e11), "eta": (0.3, 1.0), "tcp_s_per_byte": (1e-12, 1e-8)}
 
 
-def read_measurements(path):
-    rows = []
+# scaling_bench's method names -> the model's.
+BENCH_METHODS = {"allreduce": "allreduce", "mpi_allreduce": "mpi_allreduce", "exp2": "neighbor_exp2",
+                 "one_peer": "one_peer_exp2", "hierarchical": "hierarchical", "win_push": "window_push"}
+UNLIMITED_GBIT = 1e6  # "none": links far faster than anything else here
+
+
+def link_gbit(label):
+    """tc's rate syntax ("1gbit", "500mbit") in Gbit/s; "none" is unlimited."""
+    if label == "none":
+        return UNLIMITED_GBIT
+    for unit, scale in (("gbit", 1.0), ("mbit", 1e-3), ("kbit", 1e-6)):
+        if label.endswith(unit):
+            return float(label[:-len(unit)]) * scale
+    raise ValueError(f"link rate {label!r}: expected tc's syntax (1gbit, 500mbit) or none")
+
+
+def read_measurements(path, cores):
+    """scaling_bench's CSV rows (the last row for a point wins, as in plot_scaling.py)."""
+    points = {}
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            rows.append({"method": row["method"], "ranks": int(row["ranks"]), "ranks_per_host": int(row["ranks_per_host"]),
-                         "bytes": float(row["bytes"]), "link_gbit": float(row["link_gbit"]),
-                         "latency_us": float(row["latency_us"]), "seconds": float(row["seconds"]),
-                         "cores": int(row["cores"]) if row.get("cores") else 0})
-    return rows
+        for row in csv.reader(f):
+            if len(row) != 7:
+                continue
+            label, ranks, machines, mib, method, ms, _cpu = row
+            if method not in BENCH_METHODS:
+                raise ValueError(f"{path}: unknown method {method!r}")
+            points[(label, int(ranks), int(machines), float(mib), method)] = {
+                "method": BENCH_METHODS[method], "ranks": int(ranks), "ranks_per_host": int(ranks) // int(machines),
+                "bytes": float(mib) * 2**20, "link_gbit": link_gbit(label), "latency_us": 0.0,
+                "seconds": float(ms) * 1e-3, "cores": cores}
+    if not points:
+        raise ValueError(f"{path}: no scaling_bench rows (label,ranks,machines,mib,method,ms,cpu)")
+    return list(points.values())
 
 
 def platform_for(row, params):
@@ -252,18 +280,21 @@ def main(argv=None):
     p.add_argument("--latency-us", type=float, default=10.0)
     c = sub.add_parser("calibrate", help="fit the model to measured.csv and print the error at every point")
     c.add_argument("csv")
+    c.add_argument("--cores", type=int, default=os.cpu_count(),
+                   help="cores the benchmark's ranks shared (default: this machine's)")
     c.add_argument("--out", help="write the fitted parameters here (JSON)")
     args = parser.parse_args(argv)
 
     if args.command == "calibrate":
-        rows = read_measurements(args.csv)
+        rows = read_measurements(args.csv, args.cores)
         params = calibrate(rows)
         errors = relative_errors(rows, params)
         print("fitted: " + ", ".join(f"{k}={v:.3g}" for k, v in params.items()))
-        print(f"{'method':<15}{'ranks':>6}{'r/host':>7}{'MiB':>6}{'Gbit/s':>8}{'measured':>12}{'model':>12}{'error':>8}")
+        print(f"{'method':<15}{'ranks':>6}{'r/host':>7}{'MiB':>6}{'link':>8}{'measured':>12}{'model':>12}{'error':>8}")
         for row, e in zip(rows, errors):
+            link = "none" if row["link_gbit"] >= UNLIMITED_GBIT else f"{row['link_gbit']:g}G"
             print(f"{row['method']:<15}{row['ranks']:>6}{row['ranks_per_host']:>7}{row['bytes'] / 2**20:>6.0f}"
-                  f"{row['link_gbit']:>8g}{human_seconds(row['seconds']):>12}"
+                  f"{link:>8}{human_seconds(row['seconds']):>12}"
                   f"{human_seconds(row['seconds'] * (1 + e)):>12}{e * 100:>7.0f}%")
         worst = max(abs(e) for e in errors)
         print(f"largest error {worst * 100:.0f}% over {len(rows)} points (target 25%)")

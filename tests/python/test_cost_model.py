@@ -36,9 +36,9 @@ def test_link_costs_match_closed_forms(hosts, r):
     # One peer: the same per distance, averaged over the period.
     one = cm.predict("one_peer_exp2", p, n, r, size)
     assert math.isclose(one.total, sum(L + min(d, r) * size / B for d in ds) / len(ds), rel_tol=1e-12)
-    # Window push: exp2 plus the acknowledgement's latency.
+    # Window push: one peer plus the acknowledgement's latency.
     push = cm.predict("window_push", p, n, r, size)
-    assert math.isclose(push.total, exp2.total + L, rel_tol=1e-12)
+    assert math.isclose(push.total, one.total + L, rel_tol=1e-12)
     if r > 1:
         # Hierarchical: only the host leaders cross, to log2(hosts) machine neighbours.
         hier = cm.predict("hierarchical", p, n, r, size)
@@ -103,19 +103,51 @@ def test_bad_input_is_refused():
         cm.predict("allgather", p, 4, 2, 1.0)
 
 
+def test_reading_scaling_bench_rows(tmp_path):
+    path = tmp_path / "scaling.csv"
+    path.write_text("1gbit,4,2,16,one_peer,12.5,0.4\n"
+                    "1gbit,4,2,16,one_peer,10.0,0.4\n"   # a later row for the same point wins
+                    "none,8,8,4,win_push,3.0,0.9\n"
+                    "500mbit,2,1,4,hierarchical,7,0.1\n"
+                    "not a row\n")
+    rows = sorted(cm.read_measurements(str(path), cores=2), key=lambda r: r["ranks"])
+    assert len(rows) == 3
+    assert rows[0] == {"method": "hierarchical", "ranks": 2, "ranks_per_host": 2, "bytes": 4.0 * MIB, "link_gbit": 0.5,
+                       "latency_us": 0.0, "seconds": 7e-3, "cores": 2}
+    assert rows[1]["method"] == "one_peer_exp2" and rows[1]["seconds"] == 10e-3 and rows[1]["ranks_per_host"] == 2
+    assert rows[2]["method"] == "window_push" and rows[2]["link_gbit"] == cm.UNLIMITED_GBIT
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1gbit,4,2,16,allgather,1,1\n")
+    with pytest.raises(ValueError, match="unknown method"):
+        cm.read_measurements(str(bad), cores=2)
+    with pytest.raises(ValueError, match="tc's syntax"):
+        cm.link_gbit("fast")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no scaling_bench rows"):
+        cm.read_measurements(str(empty), cores=2)
+
+
 def test_command_line(tmp_path, capsys):
     assert cm.main(["predict", "--mib", "16"]) == 0
     out = capsys.readouterr().out
     assert "4096" in out and "100 Gbit/s" in out
-    measured = tmp_path / "m.csv"
-    lines = ["method,ranks,ranks_per_host,bytes,link_gbit,latency_us,seconds,cores"]
-    p = cm.Platform(link_bytes_per_s=1e9 / 8, latency_s=300e-6, shared_cores=2)
+    names = {v: k for k, v in cm.BENCH_METHODS.items()}
+    lines = []
+    p = cm.Platform(link_bytes_per_s=1e9 / 8, latency_s=0.0, shared_cores=2)
     for method in cm.METHODS:
+        if method not in names:
+            continue
         for n in (2, 4, 8):
-            lines.append(f"{method},{n},2,{4 * MIB},1,300,{cm.predict(method, p, n, 2, 4 * MIB).total},2")
+            r = 2 if method.startswith("hierarchical") else 1
+            if r == 2 and n == 2:
+                continue
+            ms = cm.predict(method, p, n, r, 4 * MIB).total * 1e3
+            lines.append(f"1gbit,{n},{n // r},4,{names[method]},{ms},0.5")
+    measured = tmp_path / "scaling.csv"
     measured.write_text("\n".join(lines) + "\n")
     params = tmp_path / "p.json"
-    assert cm.main(["calibrate", str(measured), "--out", str(params)]) == 0
+    assert cm.main(["calibrate", str(measured), "--cores", "2", "--out", str(params)]) == 0
     out = capsys.readouterr().out
     assert "largest error" in out and params.exists()
     assert cm.main(["predict", "--params", str(params)]) == 0
