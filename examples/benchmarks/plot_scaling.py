@@ -21,6 +21,14 @@ METHODS = [
 ]
 
 
+def rate_order(label):
+    """1gbit < 10gbit < none (unlimited); anything else after, by name."""
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if label.endswith(unit) and label[: -len(unit)].isdigit():
+            return (0, int(label[: -len(unit)]) * scale, label)
+    return (1, 0, label)
+
+
 def load(path):
     points = {}
     with open(path, newline="") as f:
@@ -34,9 +42,10 @@ def load(path):
 
 def table(points):
     lines = []
-    for label, mib in sorted({(k[0], k[1]) for k in points}, key=lambda x: (x[0], x[1])):
+    for label, mib in sorted({(k[0], k[1]) for k in points}, key=lambda x: (rate_order(x[0]), x[1])):
         ranks = sorted({k[3] for k in points if k[:2] == (label, mib)})
-        lines.append(f"**{label} links, {mib:g} MiB per rank** (ms per step; cpu share in brackets)")
+        link = "Unlimited links (the cores' floor)" if label == "none" else f"{label} links"
+        lines.append(f"**{link}, {mib:g} MiB per rank** (ms per step; cpu share in brackets)")
         lines.append("")
         last_n = max(ranks)
         ratio_head = [f"{last_n} / 2 ranks"] if 2 in ranks and last_n > 2 else []
@@ -67,9 +76,12 @@ def plot(points, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(k[0], k[1]) for k in points})
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    for ax, (label, mib) in zip(axes[0], panels):
+    # One row per model size, one column per link rate.
+    labels = sorted({k[0] for k in points}, key=rate_order)
+    sizes = sorted({k[1] for k in points})
+    fig, axes = plt.subplots(len(sizes), len(labels), figsize=(5 * len(labels), 4 * len(sizes)), squeeze=False)
+    for (row, mib), (col, label) in ((r, c) for r in enumerate(sizes) for c in enumerate(labels)):
+        ax = axes[row][col]
         for method, name in METHODS:
             xs = sorted(k[3] for k in points if k[:3] == (label, mib, method))
             if xs:
@@ -80,11 +92,12 @@ def plot(points, path):
         ax.set_xticklabels(["2", "4", "8", "16"])
         ax.set_xlabel("ranks (one per host; hierarchical: two)")
         ax.set_ylabel("time per step (ms)")
-        ax.set_title(f"{label} per host link, {mib:g} MiB per rank")
+        link = "unlimited links" if label == "none" else f"{label} per host link"
+        ax.set_title(f"{link}, {mib:g} MiB per rank")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
 
 
 def main():
