@@ -52,11 +52,11 @@ METHODS = ["allreduce", "mpi_allreduce", "neighbor_exp2", "one_peer_exp2", "hier
 class Platform:
     link_bytes_per_s: float         # per host and direction
     latency_s: float                # one-way link latency
-    alpha_s: float = 30e-6          # CPU time to send or receive one message between hosts
+    alpha_s: float = 20e-6          # CPU time to send or receive one message between hosts
     alpha_local_s: float = 2e-6     # the same for a same-host message
     local_bytes_per_s: float = 5e9  # same-host copy rate per rank
     combine_bytes_per_s: float = 4e9  # reduction: bytes read per second per rank
-    eta: float = 1.0                # fraction of the link rate that TCP delivers
+    eta: float = 0.9                # fraction of the link rate that TCP delivers
     tcp_s_per_byte: float = 0.0     # kernel CPU time per byte sent between hosts (shared cores only)
     shared_cores: int = 0           # cores shared by all ranks (0: every rank has its own)
 
@@ -278,15 +278,26 @@ def main(argv=None):
     p.add_argument("--ranks-per-host", type=int, default=8)
     p.add_argument("--mib", type=float, default=100.0, help="tensor size per rank in MiB")
     p.add_argument("--latency-us", type=float, default=10.0)
+    p.add_argument("--alpha-us", type=float, help="per-message CPU time (overrides --params)")
+    p.add_argument("--eta", type=float, help="fraction of the link rate delivered (overrides --params)")
     c = sub.add_parser("calibrate", help="fit the model to measured.csv and print the error at every point")
     c.add_argument("csv")
     c.add_argument("--cores", type=int, default=os.cpu_count(),
                    help="cores the benchmark's ranks shared (default: this machine's)")
+    c.add_argument("--methods", default=",".join(m for m in METHODS if m != "mpi_allreduce"),
+                   help="methods to fit and validate (default: all but mpi_allreduce, whose algorithm "
+                        "Open MPI picks by rules of its own)")
+    c.add_argument("--unlimited", action="store_true",
+                   help="also fit the rows with unlimited links (the shared cores' floor)")
     c.add_argument("--out", help="write the fitted parameters here (JSON)")
     args = parser.parse_args(argv)
 
     if args.command == "calibrate":
-        rows = read_measurements(args.csv, args.cores)
+        wanted = set(args.methods.split(","))
+        rows = [row for row in read_measurements(args.csv, args.cores) if row["method"] in wanted
+                and (args.unlimited or row["link_gbit"] < UNLIMITED_GBIT)]
+        if not rows:
+            raise SystemExit("cost_model: no rows left to fit (see --methods, --unlimited)")
         params = calibrate(rows)
         errors = relative_errors(rows, params)
         print("fitted: " + ", ".join(f"{k}={v:.3g}" for k, v in params.items()))
@@ -306,23 +317,28 @@ def main(argv=None):
     params = {}
     if args.params:
         with open(args.params) as f:
+            # The kernel's TCP cost matters only where all ranks share a few cores.
             params = {k: v for k, v in json.load(f).items() if k != "tcp_s_per_byte"}
+    if args.alpha_us is not None:
+        params["alpha_s"] = args.alpha_us * 1e-6
+    if args.eta is not None:
+        params["eta"] = args.eta
     size = args.mib * 2**20
     r = args.ranks_per_host
-    print(f"time per step, {args.mib:g} MiB per rank, {r} ranks per host, {args.latency_us:g} us link latency")
+    methods = [m for m in METHODS if m != "mpi_allreduce" and not (m.startswith("hierarchical") and r == 1)]
+    print(f"time per step, {args.mib:g} MiB per rank, {r} ranks per host, {args.latency_us:g} us link latency"
+          + (f", {', '.join(f'{k}={v:.3g}' for k, v in params.items())}" if params else ""))
     for gbit in (1, 10, 100):
-        print(f"\n{gbit} Gbit/s per host")
-        print(f"{'ranks':>6}  " + "".join(f"{m:>24}" for m in METHODS))
+        platform = Platform(link_bytes_per_s=gbit * 1e9 / 8, latency_s=args.latency_us * 1e-6, **params)
+        print(f"\n{gbit} Gbit/s per host\n")
+        print("| ranks | " + " | ".join(methods) + " |")
+        print("|---" * (len(methods) + 1) + "|")
         for n in (64, 256, 1024, 4096):
-            platform = Platform(link_bytes_per_s=gbit * 1e9 / 8, latency_s=args.latency_us * 1e-6, **params)
             cells = []
-            for m in METHODS:
-                if m.startswith("hierarchical") and r == 1:
-                    cells.append("-")
-                    continue
+            for m in methods:
                 cost = predict(m, platform, n, r, size)
-                cells.append(f"{human_seconds(cost.total)} ({cost.limit().split()[0]})")
-            print(f"{n:>6}  " + "".join(f"{c:>24}" for c in cells))
+                cells.append(f"{human_seconds(cost.total)} ({cost.limit()})")
+            print(f"| {n} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -19,7 +19,7 @@ MIB = 2**20
 def links_only(gbit=1.0, latency_us=300.0):
     """A platform whose CPU costs nothing: only the links count."""
     return cm.Platform(link_bytes_per_s=gbit * 1e9 / 8, latency_s=latency_us * 1e-6, alpha_s=0.0, alpha_local_s=0.0,
-                       local_bytes_per_s=1e30, combine_bytes_per_s=1e30)
+                       local_bytes_per_s=1e30, combine_bytes_per_s=1e30, eta=1.0)
 
 
 @pytest.mark.parametrize("hosts,r", [(2, 1), (2, 2), (4, 2), (8, 2), (4, 4), (16, 8)])
