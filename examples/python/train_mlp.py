@@ -15,11 +15,17 @@ both per rank in a PNG and prints each mode's test accuracy.
     starlingrun -np 4 python3 examples/python/train_mlp.py [--epochs 30] [--plot train_mlp.png]
     mpirun -np 4 python3 examples/python/train_mlp.py
 
+--hidden widens the hidden layer (a bigger model to communicate); --curve FILE appends,
+per mode and epoch, the training time so far (slowest rank; evaluation excluded) and
+the mean test accuracy of the ranks' models, as CSV (examples/benchmarks/
+multihost_training.sh plots accuracy against wall-clock time from it).
+
 It is a BlueFog program: `import starling.torch as bf` is the only Starling import.
 """
 
 import argparse
 import os
+import time
 
 import numpy as np
 import torch
@@ -42,8 +48,8 @@ def load_data(rank, size, limit=None):
     return train_x[rank::size], train_y[rank::size], test_x, test_y
 
 
-def make_model():
-    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+def make_model(hidden=64):
+    return torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
 
 def make_optimizer(mode, model, lr):
@@ -67,19 +73,21 @@ def accuracy(model, x, y):
     return result
 
 
-def train(mode, data, epochs, batch_size, lr, progress):
+def train(mode, data, epochs, batch_size, lr, progress, hidden=64):
     train_x, train_y, test_x, test_y = data
     torch.manual_seed(1234 + bf.rank())
-    model = make_model()
+    model = make_model(hidden)
     bf.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
     optimizer = make_optimizer(mode, model, lr)
     schedule = bf.GetDynamicOnePeerSendRecvRanks(bf.load_topology(), bf.rank())
-    losses, distances = [], []
+    losses, distances, seconds, accuracies = [], [], [], []
+    elapsed = 0.0  # training only: the per-epoch measurements below are not counted
     batches = max(1, len(train_x) // batch_size)
     bar = progress(total=epochs, desc=f"{mode:>9}", unit="epoch") if progress else None
     for epoch in range(epochs):
         order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(epoch * 7919 + bf.rank()))
         total = 0.0
+        start = time.perf_counter()
         for b in range(batches):
             index = order[b * batch_size:(b + 1) * batch_size]
             if mode == "dynamic" and bf.size() > 1:
@@ -92,6 +100,9 @@ def train(mode, data, epochs, batch_size, lr, progress):
             loss.backward()
             optimizer.step()
             total += float(loss)
+        elapsed += time.perf_counter() - start
+        seconds.append(elapsed)
+        accuracies.append(accuracy(model, test_x, test_y))
         losses.append(total / batches)
         distances.append(consensus_distance(model))
         if bar:
@@ -99,7 +110,7 @@ def train(mode, data, epochs, batch_size, lr, progress):
             bar.update(1)
     if bar:
         bar.close()
-    return losses, distances, accuracy(model, test_x, test_y)
+    return losses, distances, seconds, accuracies
 
 
 def plot(path, histories):
@@ -136,6 +147,8 @@ def main():
     parser.add_argument("--modes", default="allreduce,static,dynamic")
     parser.add_argument("--limit", type=int, default=0, help="use only this many samples (smoke tests)")
     parser.add_argument("--plot", default="train_mlp.png", help="where to write the PNG (rank 0)")
+    parser.add_argument("--hidden", type=int, default=64, help="width of the hidden layer")
+    parser.add_argument("--curve", help="append mode,ranks,epoch,seconds,accuracy rows here (rank 0)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
 
@@ -146,11 +159,19 @@ def main():
     data = load_data(bf.rank(), bf.size(), args.limit or None)
     histories, accuracies = {}, {}
     for mode in args.modes.split(","):
-        losses, distances, acc = train(mode, data, args.epochs, args.batch_size, args.lr, progress)
-        # Every rank's curves, gathered for rank 0's plot.
-        curves = bf.allgather(torch.tensor([losses + distances], dtype=torch.float64), name=f"curves.{mode}")
-        histories[mode] = (curves[:, :args.epochs].numpy(), curves[:, args.epochs:].numpy())
-        accuracies[mode] = bf.allreduce(torch.tensor([acc]), name=f"accuracy.{mode}").item()
+        losses, distances, seconds, accs = train(mode, data, args.epochs, args.batch_size, args.lr, progress,
+                                                 args.hidden)
+        # Every rank's curves, gathered for rank 0's plot and curve file.
+        curves = bf.allgather(torch.tensor([losses + distances + seconds + accs], dtype=torch.float64),
+                              name=f"curves.{mode}").numpy()
+        e = args.epochs
+        histories[mode] = (curves[:, :e], curves[:, e:2 * e])
+        accuracies[mode] = curves[:, -1].mean()
+        if bf.rank() == 0 and args.curve:
+            with open(args.curve, "a") as f:
+                for epoch in range(e):
+                    f.write(f"{mode},{bf.size()},{epoch + 1},{curves[:, 2 * e + epoch].max():.4f},"
+                            f"{curves[:, 3 * e + epoch].mean():.4f}\n")
     if bf.rank() == 0:
         for mode, acc in accuracies.items():
             losses, distances = histories[mode]

@@ -5,7 +5,8 @@
 #   mh_create N [RATE]   hosts host1..hostN: namespace ${MH_PREFIX}-hK with eth0 =
 #                        10.77.0.K/24, joined by a bridge in namespace ${MH_PREFIX}-sw;
 #                        RATE (e.g. 1gbit, tc's syntax) caps each host's link in both
-#                        directions with tbf. Nothing touches the machine's own namespace.
+#                        directions with tbf (queue: MH_TBF_LATENCY, default 100ms).
+#                        Nothing touches the machine's own namespace.
 #   mh_exec HOST CMD...  runs CMD on HOST: in its namespace, in a UTS namespace of its
 #                        own whose host name is HOST (so Open MPI and Starling see one
 #                        machine per host).
@@ -71,8 +72,8 @@ mh_create() {
       bits=$(_mh_bits "$rate")
       burst=$((bits / 8 / 500))
       ((burst < 65536)) && burst=65536
-      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency ${MH_TBF_LATENCY:-100ms}
-      tc -n "$sw" qdisc add dev "port$k" root tbf rate "$rate" burst "$burst" latency ${MH_TBF_LATENCY:-100ms}
+      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency "${MH_TBF_LATENCY:-100ms}"
+      tc -n "$sw" qdisc add dev "port$k" root tbf rate "$rate" burst "$burst" latency "${MH_TBF_LATENCY:-100ms}"
     fi
     # `ip netns exec` mounts /etc/netns/<ns>/hosts over /etc/hosts: every host knows
     # every other by name.
