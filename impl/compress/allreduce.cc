@@ -4,6 +4,7 @@
 // sum: the same bytes in the same order give bit-identical results everywhere. A
 // gather, not a ring: sparse and sign codes cannot be summed without decoding, and
 // re-encoding partial sums would compound the compression error.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -44,9 +45,11 @@ class CompressedAllreduceOp : public runtime::Op {
     sig.root = static_cast<int32_t>(codec_.Fingerprint(stream));
     sig.chunk = static_cast<uint32_t>(codec_.bytes());
 
-    // value = in (+ residual); the residual becomes what this call's code drops.
-    std::vector<double> value(n);
-    LoadDoubles(in_, value.data());
+    // value = in (+ residual); the residual becomes what this call's code drops. The
+    // float64 work buffers come from the context's scratch pool (reused, not zeroed).
+    runtime::ScratchPool::Buffer value_buffer = context.scratch().Get(n * sizeof(double));
+    double* value = reinterpret_cast<double*>(value_buffer.data());
+    LoadDoubles(in_, value);
     std::vector<double>* residual = nullptr;
     if (spec_.error_feedback) {
       residual = &state_->residual;
@@ -54,32 +57,34 @@ class CompressedAllreduceOp : public runtime::Op {
       for (size_t i = 0; i < n; ++i) value[i] += (*residual)[i];
     }
     runtime::ScratchPool::Buffer code = context.scratch().Get(codec_.bytes());
-    codec_.Encode(value.data(), stream, code.data());
+    codec_.Encode(value, stream, code.data());
 
     const ops::Group group = ops::WorldGroup(context);
-    std::vector<double> sum(n, 0.0);
+    runtime::ScratchPool::Buffer sum_buffer = context.scratch().Get(n * sizeof(double));
+    double* sum = reinterpret_cast<double*>(sum_buffer.data());
+    std::fill(sum, sum + n, 0.0);
     if (group.size() == 1) {
-      codec_.DecodeAdd(code.data(), stream, sum.data());
+      codec_.DecodeAdd(code.data(), stream, sum);
     } else {
       ops::Exchange ex(context, transport::Channel::kCollective, Label());
       const std::vector<const char*> all =
           ops::DisseminationGather(context, group, sig, code.data(), codec_.bytes(), ex);
-      for (const char* contribution : all) codec_.DecodeAdd(contribution, stream, sum.data());
+      for (const char* contribution : all) codec_.DecodeAdd(contribution, stream, sum);
       runtime::Stats& stats = context.stats();
       const uint64_t sends = static_cast<uint64_t>(group.size() - 1);
       stats.bytes_before_compression.fetch_add(sends * in_.bytes, std::memory_order_relaxed);
       stats.bytes_after_compression.fetch_add(sends * codec_.bytes(), std::memory_order_relaxed);
     }
     if (residual) {
-      // residual = value - decode(own code), computed only once the call succeeded.
-      std::vector<double> mine(n, 0.0);
-      codec_.DecodeAdd(code.data(), stream, mine.data());
-      for (size_t i = 0; i < n; ++i) (*residual)[i] = value[i] - mine[i];
+      // residual = value - decode(own code), kept only once the call succeeded (O(k)
+      // for the sparse codes after the copy).
+      std::copy(value, value + n, residual->begin());
+      codec_.DecodeAdd(code.data(), stream, residual->data(), -1.0);
     }
     if (state_) ++state_->step;
     if (op_ == ReduceOp::kAverage)
-      for (double& s : sum) s /= static_cast<double>(group.size());
-    StoreDoubles(sum.data(), out_);
+      for (size_t i = 0; i < n; ++i) sum[i] /= static_cast<double>(group.size());
+    StoreDoubles(sum, out_);
   }
 
  private:

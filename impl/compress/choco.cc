@@ -55,12 +55,14 @@ class ChocoOp : public runtime::Op {
     }
     const uint64_t stream = StreamId(spec_.seed, name_, st.step);
 
-    std::vector<double> x(n);
-    LoadDoubles(in_, x.data());
-    std::vector<double> diff(n);
+    runtime::ScratchPool::Buffer x_buffer = context.scratch().Get(n * sizeof(double));
+    runtime::ScratchPool::Buffer diff_buffer = context.scratch().Get(n * sizeof(double));
+    double* x = reinterpret_cast<double*>(x_buffer.data());
+    double* diff = reinterpret_cast<double*>(diff_buffer.data());
+    LoadDoubles(in_, x);
     for (size_t i = 0; i < n; ++i) diff[i] = x[i] - st.self_copy[i];
     runtime::ScratchPool::Buffer code = context.scratch().Get(codec_.bytes());
-    codec_.Encode(diff.data(), stream, code.data());
+    codec_.Encode(diff, stream, code.data());
 
     ops::SegmentInfo info;
     info.seq = context.NextSequence();
@@ -93,15 +95,17 @@ class ChocoOp : public runtime::Op {
     for (size_t s = 0; s < sources; ++s) codec_.DecodeAdd(received[s][0].data, stream, st.copies[s].data());
     ++st.step;
 
-    // x' = x + gamma * sum_j w_j (x_hat_j - x_hat_self)
+    // x' = x + gamma * sum_j w_j (x_hat_j - x_hat_self): differences, so that equal
+    // copies leave x exactly as it is.
     const double uniform = 1.0 / static_cast<double>(sources + 1);
+    const double* self = st.self_copy.data();
     for (size_t s = 0; s < sources; ++s) {
       const double w = spec_.gamma * (plan.uniform ? uniform : plan.recv_weights[s]);
       if (w == 0.0) continue;
-      const std::vector<double>& copy = st.copies[s];
-      for (size_t i = 0; i < n; ++i) x[i] += w * (copy[i] - st.self_copy[i]);
+      const double* copy = st.copies[s].data();
+      for (size_t i = 0; i < n; ++i) x[i] += w * (copy[i] - self[i]);
     }
-    StoreDoubles(x.data(), out_);
+    StoreDoubles(x, out_);
   }
 
  private:

@@ -156,14 +156,14 @@ void Codec::Encode(const double* v, uint64_t stream, char* out) const {
   }
 }
 
-void Codec::DecodeAdd(const char* in, uint64_t stream, double* acc) const {
+void Codec::DecodeAdd(const char* in, uint64_t stream, double* acc, double scale) const {
   const size_t n = numel_;
   switch (kind_) {
     case Kind::kFloat16: {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, in + 2 * i, 2);
-        acc[i] += HalfToFloat(h);
+        acc[i] += scale * HalfToFloat(h);
       }
       break;
     }
@@ -171,7 +171,7 @@ void Codec::DecodeAdd(const char* in, uint64_t stream, double* acc) const {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, in + 2 * i, 2);
-        acc[i] += BFloat16ToFloat(h);
+        acc[i] += scale * BFloat16ToFloat(h);
       }
       break;
     }
@@ -180,21 +180,22 @@ void Codec::DecodeAdd(const char* in, uint64_t stream, double* acc) const {
         uint32_t i;
         std::memcpy(&i, in + j * 4, 4);
         // A peer's bytes are trusted only as far as bounds: a bad index is dropped.
-        if (i < n) acc[i] += GetValue(in + k_ * 4 + j * ValueBytes(), wide_);
+        if (i < n) acc[i] += scale * GetValue(in + k_ * 4 + j * ValueBytes(), wide_);
       }
       break;
     }
     case Kind::kRandomK: {
       std::vector<uint32_t> index(k_);
       RandomIndices(stream, n, k_, index.data());
-      for (size_t j = 0; j < k_; ++j) acc[index[j]] += GetValue(in + j * ValueBytes(), wide_);
+      for (size_t j = 0; j < k_; ++j) acc[index[j]] += scale * GetValue(in + j * ValueBytes(), wide_);
       break;
     }
     case Kind::kSign: {
-      double scale;
-      std::memcpy(&scale, in, 8);
+      double magnitude;
+      std::memcpy(&magnitude, in, 8);
+      magnitude *= scale;
       const uint8_t* bits = reinterpret_cast<const uint8_t*>(in + 8);
-      for (size_t i = 0; i < n; ++i) acc[i] += ((bits[i >> 3] >> (i & 7)) & 1u) ? -scale : scale;
+      for (size_t i = 0; i < n; ++i) acc[i] += ((bits[i >> 3] >> (i & 7)) & 1u) ? -magnitude : magnitude;
       break;
     }
     case Kind::kNone:

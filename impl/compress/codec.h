@@ -40,8 +40,8 @@ class Codec {
 
   // `stream` identifies one call (random-k's indices derive from it; see StreamId).
   void Encode(const double* values, uint64_t stream, char* out) const;
-  // acc[i] += decoded[i].
-  void DecodeAdd(const char* in, uint64_t stream, double* acc) const;
+  // acc[i] += scale * decoded[i] (scale -1 turns a value into its residual).
+  void DecodeAdd(const char* in, uint64_t stream, double* acc, double scale = 1.0) const;
   // What ranks must agree on for one call: kind, k, and random-k's stream.
   uint32_t Fingerprint(uint64_t stream) const;
 
