@@ -274,6 +274,17 @@ TEST_F(Compress, RanksCompressingDifferentlyGetMismatch) {
   // The context still works afterwards.
   c = Compression(STARLING_COMPRESS_SIGN);
   EXPECT_OK(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, nullptr, &c));
+  // random-k: a rank a step behind (its state was reset) would pick other indices.
+  c = Compression(STARLING_COMPRESS_RANDOMK, 5);
+  EXPECT_OK(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, "rk", &c));
+  if (rank == 0) ASSERT_OK(starling_compression_reset(ctx, "rk"));
+  EXPECT_ERROR(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, "rk", &c), STARLING_ERR_MISMATCH,
+               "fingerprint");
+  // Different names give different indices too.
+  EXPECT_EQ(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, rank == 0 ? "rk.a" : "rk.b", &c),
+            STARLING_ERR_MISMATCH);
+  ASSERT_OK(starling_compression_reset(ctx, nullptr));
+  EXPECT_OK(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, "rk", &c));
 
   // CHOCO: rank 0 compresses with top-k, the others with float16. Ranks that receive
   // from rank 0, and rank 0 itself, fail; nobody gets garbage.
