@@ -9,6 +9,7 @@
 
 #include "impl/common/error.h"
 #include "impl/common/half.h"
+#include "impl/compress/tensor_io.h"
 
 namespace starling::compress {
 namespace {
@@ -27,7 +28,7 @@ uint64_t Below(uint64_t& state, uint64_t bound) {
 
 float SaturateToHalfRange(double v) {
   constexpr double kMax = 65504.0;
-  return static_cast<float>(v > kMax ? kMax : (v < -kMax ? -kMax : v));  // NaN passes through
+  return ToFloatRoundToOdd(v > kMax ? kMax : (v < -kMax ? -kMax : v));  // NaN passes through
 }
 
 void PutValue(char* at, double v, bool wide) {
@@ -111,7 +112,7 @@ void Codec::Encode(const double* v, uint64_t stream, char* out) const {
     }
     case Kind::kBFloat16: {
       uint16_t* o = reinterpret_cast<uint16_t*>(out);
-      for (size_t i = 0; i < n; ++i) o[i] = FloatToBFloat16(static_cast<float>(v[i]));
+      for (size_t i = 0; i < n; ++i) o[i] = FloatToBFloat16(ToFloatRoundToOdd(v[i]));
       break;
     }
     case Kind::kTopK: {

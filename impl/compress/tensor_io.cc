@@ -31,11 +31,11 @@ void StoreDoubles(const double* src, const TensorView& t) {
   const size_t n = t.numel;
   switch (t.dtype) {
     case DType::kFloat16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(t.data)[i] = FloatToHalf(static_cast<float>(src[i]));
+      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(t.data)[i] = FloatToHalf(ToFloatRoundToOdd(src[i]));
       break;
     case DType::kBFloat16:
       for (size_t i = 0; i < n; ++i)
-        static_cast<uint16_t*>(t.data)[i] = FloatToBFloat16(static_cast<float>(src[i]));
+        static_cast<uint16_t*>(t.data)[i] = FloatToBFloat16(ToFloatRoundToOdd(src[i]));
       break;
     case DType::kFloat32:
       for (size_t i = 0; i < n; ++i) static_cast<float*>(t.data)[i] = static_cast<float>(src[i]);

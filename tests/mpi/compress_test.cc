@@ -1,7 +1,10 @@
 // Compressed allreduce and CHOCO neighbor averaging against independent float64
 // references: exact for casts and top-k, statistical for random-k, error feedback
 // recovering the exact sum over steps, CHOCO consensus, mismatch and bad input.
+#include <unistd.h>
+
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -251,6 +254,50 @@ TEST_F(Compress, NonblockingInterleavedWithPlainOps) {
     EXPECT_NEAR(oa.get(i), plain / (in_count + 1), 1e-12);
     EXPECT_NEAR(ob.get(i), Noise(rank, i, 2) + step, 1e-12);
     EXPECT_EQ(oc.get(i), sum);
+  }
+}
+
+// Many named CHOCO states alive at once, queued nonblocking, sizes on both sides of the
+// inline-message threshold, one rank slower than the others: every result is the first
+// CHOCO step, x + sum_j w_j (fp16(x_j) - fp16(x)), and stays so on a second round.
+TEST_F(Compress, ManyNonblockingStatesWithASlowRank) {
+  int in_count = 0;
+  starling_in_neighbors(ctx, nullptr, 0, &in_count);  // sets the count, then fails on capacity
+  std::vector<int> sources(static_cast<size_t>(in_count));
+  ASSERT_OK(starling_in_neighbors(ctx, sources.data(), in_count, &in_count));
+  const std::vector<int64_t> sizes = {1, 1000, 20000, 70000, 3, 16384, 16385, 100};
+  const starling_compression_t c = Compression(STARLING_COMPRESS_FLOAT16);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::unique_ptr<Buffer>> xs, outs;
+    std::vector<std::string> names;
+    std::vector<starling_request_t> reqs(sizes.size());
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      xs.push_back(std::make_unique<Buffer>(Kind::kF64, std::vector<int64_t>{sizes[t]}));
+      outs.push_back(std::make_unique<Buffer>(Kind::kF64, std::vector<int64_t>{sizes[t]}));
+      Fill(*xs.back(), rank, static_cast<int>(t));
+      names.push_back("many." + std::to_string(t));
+    }
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      if (rank == 0 && t % 3 == 0) usleep(20000);  // rank 0 lags behind
+      starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+      args.name = names[t].c_str();
+      ASSERT_OK(starling_neighbor_allreduce_compressed_nonblocking(ctx, &xs[t]->t, &outs[t]->t, &args, &c, &reqs[t]));
+    }
+    for (auto& req : reqs) {
+      EXPECT_OK(starling_request_wait(req));
+      EXPECT_OK(starling_request_free(req));
+    }
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      for (size_t i = 0; i < static_cast<size_t>(sizes[t]); ++i) {
+        const double mine = Noise(rank, i, static_cast<int>(t));
+        double expected = mine;
+        for (int j : sources)
+          expected += (DecodeF16(EncodeF16(Noise(j, i, static_cast<int>(t)))) - DecodeF16(EncodeF16(mine))) /
+                      (in_count + 1);
+        ASSERT_NEAR(outs[t]->get(i), expected, 1e-12) << "tensor " << t << " element " << i;
+      }
+    }
+    ASSERT_OK(starling_compression_reset(ctx, nullptr));  // the second round starts from zero copies again
   }
 }
 
