@@ -696,8 +696,8 @@ typedef struct starling_compression {
  * compresses its in (plus its residual with error feedback); the compressed tensors
  * are gathered by every rank, which decompresses them and sums them in float64 in rank
  * order, so every rank gets bit-identical results: out = op over ranks of
- * decompress(compress(in_r (+ residual_r))). Not fused with other operations. A
- * compression of NONE is starling_allreduce. Collective. BORROWS in, out, compression.
+ * decompress(compress(in_r (+ residual_r))). Not fused with other operations. A NULL
+ * compression, or NONE, is starling_allreduce. Collective. BORROWS in, out, compression.
  * Errors: as allreduce; MISMATCH also when ranks compress differently. */
 STARLING_API starling_status_t starling_allreduce_compressed(starling_context_t ctx, const DLTensor* in,
                                                              DLTensor* out, starling_reduce_op_t op,
@@ -716,8 +716,8 @@ STARLING_API starling_status_t starling_allreduce_compressed_nonblocking(
  * the self weight is implicitly 1 - sum_j w_j). With doubly stochastic weights the
  * average over ranks is preserved and repeated calls reach exact consensus. The copies
  * need every step's q from every in-neighbor: dynamic mode is UNSUPPORTED, and a
- * changed topology needs starling_compression_reset on every rank. A compression of
- * NONE is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
+ * changed topology needs starling_compression_reset on every rank. A NULL compression,
+ * or NONE, is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
  * MISMATCH when a neighbor compresses differently. */
 STARLING_API starling_status_t starling_neighbor_allreduce_compressed(starling_context_t ctx, const DLTensor* in,
                                                                       DLTensor* out,

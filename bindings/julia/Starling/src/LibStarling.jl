@@ -726,8 +726,8 @@ end
 # compresses its in (plus its residual with error feedback); the compressed tensors
 # are gathered by every rank, which decompresses them and sums them in float64 in rank
 # order, so every rank gets bit-identical results: out = op over ranks of
-# decompress(compress(in_r (+ residual_r))). Not fused with other operations. A
-# compression of NONE is starling_allreduce. Collective. BORROWS in, out, compression.
+# decompress(compress(in_r (+ residual_r))). Not fused with other operations. A NULL
+# compression, or NONE, is starling_allreduce. Collective. BORROWS in, out, compression.
 # Errors: as allreduce; MISMATCH also when ranks compress differently.
 function starling_allreduce_compressed(ctx, in_, out, op, name, compression)
     ccall((:starling_allreduce_compressed, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, starling_reduce_op_t, Ptr{Cchar}, Ptr{starling_compression_t}), ctx, in_, out, op, name, compression)
@@ -746,8 +746,8 @@ end
 # the self weight is implicitly 1 - sum_j w_j). With doubly stochastic weights the
 # average over ranks is preserved and repeated calls reach exact consensus. The copies
 # need every step's q from every in-neighbor: dynamic mode is UNSUPPORTED, and a
-# changed topology needs starling_compression_reset on every rank. A compression of
-# NONE is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
+# changed topology needs starling_compression_reset on every rank. A NULL compression,
+# or NONE, is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
 # MISMATCH when a neighbor compresses differently.
 function starling_neighbor_allreduce_compressed(ctx, in_, out, args, compression)
     ccall((:starling_neighbor_allreduce_compressed, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{starling_neighbor_args_t}, Ptr{starling_compression_t}), ctx, in_, out, args, compression)
