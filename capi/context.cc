@@ -172,6 +172,8 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   full.messages_sent = stats.messages_sent.load();
   full.bytes_sent = stats.bytes_sent.load();
   full.scratch_bytes = stats.scratch_bytes.load();
+  full.bytes_before_compression = stats.bytes_before_compression.load();
+  full.bytes_after_compression = stats.bytes_after_compression.load();
   device::GpuState& gpu = Contexts().Get(ctx)->Extension<device::GpuState>();
   full.staged_bytes = gpu.staged_bytes.load();
   full.gpu_path = gpu.path() == device::GpuPath::kNccl     ? STARLING_GPU_PATH_NCCL

@@ -10,9 +10,18 @@
 using namespace starling;
 using namespace starling::capi;
 
+namespace starling::capi {
+ops::NeighborArgs ParseNeighborArgs(const starling_neighbor_args_t* args);
+}  // namespace starling::capi
+
 namespace {
 
-ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
+ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) { return ParseNeighborArgs(args); }
+
+}  // namespace
+
+// Shared with compression.cc.
+ops::NeighborArgs starling::capi::ParseNeighborArgs(const starling_neighbor_args_t* args) {
   ops::NeighborArgs parsed;
   if (args == nullptr) return parsed;
   const starling_neighbor_args_t a =
@@ -36,6 +45,8 @@ ops::NeighborArgs ParseArgs(const starling_neighbor_args_t* args) {
   if (a.name != nullptr) parsed.name = a.name;
   return parsed;
 }
+
+namespace {
 
 starling_status_t SetTopology(starling_context_t ctx, starling_topology_t topo, int is_weighted, bool machine) {
   return Launch(ctx, nullptr, false, [&](runtime::Context& c) {

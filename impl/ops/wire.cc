@@ -28,6 +28,8 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kNcclBroadcast: return "broadcast on CUDA tensors (NCCL path)";
     case OpKind::kNcclAllgather: return "allgather on CUDA tensors (NCCL path)";
     case OpKind::kNcclNeighborAllreduce: return "neighbor_allreduce on CUDA tensors (NCCL path)";
+    case OpKind::kCompressedAllreduce: return "compressed allreduce";
+    case OpKind::kChocoNeighborAllreduce: return "compressed (CHOCO) neighbor_allreduce";
   }
   return "unknown";
 }
@@ -42,7 +44,8 @@ std::string DescribeSignature(const Signature& sig) {
     return Str(sig.extra ? "set_machine_topology" : "set_topology", " #", sig.seq, " (graph fingerprint ", std::hex,
                sig.count, std::dec, ")");
   std::string s = Str(OpKindName(sig.kind), " #", sig.seq, " (");
-  if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce || sig.kind == OpKind::kNcclAllreduce)
+  if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce || sig.kind == OpKind::kNcclAllreduce ||
+      sig.kind == OpKind::kCompressedAllreduce)
     s += Str(ReduceOpName(static_cast<ReduceOp>(sig.reduce)), ", ");
   if (sig.kind != OpKind::kBarrier && sig.dtype < kNumDTypes) s += Str(DTypeName(static_cast<DType>(sig.dtype)), ", ");
   if (sig.kind == OpKind::kAllgather || sig.kind == OpKind::kAllgatherDims || sig.kind == OpKind::kNeighborAllgather)
@@ -50,6 +53,9 @@ std::string DescribeSignature(const Signature& sig) {
   else if (sig.kind != OpKind::kBarrier)
     s += Str(sig.count, " elements");
   if (sig.kind == OpKind::kBroadcast) s += Str(", root ", sig.root);
+  if (sig.kind == OpKind::kCompressedAllreduce)  // the names live in impl/compress/codec.cc
+    s += Str(", compressor ", static_cast<int>(sig.extra), " with fingerprint 0x", std::hex, static_cast<uint32_t>(sig.root),
+             std::dec, ", ", sig.chunk, " bytes compressed");
   s += Str(", chunk ", sig.chunk, ")");
   return s;
 }

@@ -35,6 +35,8 @@ enum class OpKind : uint8_t {
   kNcclBroadcast,         // on the NCCL path never meets a rank on the MPI path unnoticed
   kNcclAllgather,
   kNcclNeighborAllreduce,
+  kCompressedAllreduce,   // impl/compress: extra = compressor, root = its fingerprint
+  kChocoNeighborAllreduce,
 };
 const char* OpKindName(OpKind kind);
 

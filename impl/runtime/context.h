@@ -32,6 +32,9 @@ struct Stats {
   std::atomic<uint64_t> messages_sent{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> scratch_bytes{0};
+  // Compressed operations' payloads as sent, and as they would have been uncompressed.
+  std::atomic<uint64_t> bytes_before_compression{0};
+  std::atomic<uint64_t> bytes_after_compression{0};
 };
 
 struct ContextOptions {

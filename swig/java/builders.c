@@ -177,4 +177,19 @@ int64_t starling_java_window_update_args_new(int use_weights, double self_weight
   return address_of(a);
 }
 
+int64_t starling_java_compression_new(int compressor, int64_t k, double ratio, int64_t seed, int error_feedback,
+                                      double gamma) {
+  starling_compression_t* c = (starling_compression_t*)malloc(sizeof *c);
+  if (!c) return 0;
+  const starling_compression_t init = STARLING_COMPRESSION_INIT;
+  *c = init;
+  c->compressor = compressor;
+  c->k = k;
+  c->ratio = ratio;
+  c->seed = (uint64_t)seed;
+  c->error_feedback = error_feedback;
+  c->gamma = gamma;
+  return (int64_t)(intptr_t)c;
+}
+
 void starling_java_free(int64_t address) { free((void*)(intptr_t)address); }

@@ -46,6 +46,10 @@ int64_t starling_java_window_update_args_new(int use_weights, double self_weight
                                              int num_ranks, const double* weights, int num_weights,
                                              int reset, int require_mutex);
 
+/* A starling_compression_t (see starling.h); seed crosses as a Java long. */
+int64_t starling_java_compression_new(int compressor, int64_t k, double ratio, int64_t seed, int error_feedback,
+                                      double gamma);
+
 /* Releases what a builder returned; 0 is ignored. */
 void starling_java_free(int64_t address);
 

@@ -89,10 +89,12 @@ STARLING_JAVA_ADDRESS(DLTensor*)
 STARLING_JAVA_ADDRESS(const DLTensor*)
 STARLING_JAVA_ADDRESS(const starling_context_options_t*)
 STARLING_JAVA_ADDRESS(const starling_neighbor_args_t*)
+STARLING_JAVA_ADDRESS(const starling_compression_t*)
 STARLING_JAVA_ADDRESS(const starling_window_args_t*)
 STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_context_options;
 %ignore starling_neighbor_args;
+%ignore starling_compression;
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
@@ -182,11 +184,13 @@ STARLING_JAVA_ARRAY(size_t, jlong, jlongArray, long, Long)
 }
 %typemap(argout) starling_stats_t* out {
   {
-    jlong v[8] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
-                  (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
-                  (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
-                  (jlong)temp$argnum.staged_bytes, (jlong)temp$argnum.gpu_path};
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, 8, v);
+    /* A long[10] also receives the compression counters. */
+    jlong v[10] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+                   (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
+                   (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
+                   (jlong)temp$argnum.staged_bytes, (jlong)temp$argnum.gpu_path,
+                   (jlong)temp$argnum.bytes_before_compression, (jlong)temp$argnum.bytes_after_compression};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, JCALL1(GetArrayLength, jenv, $input) >= 10 ? 10 : 8, v);
   }
 }
 

@@ -441,6 +441,11 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_context_options;
 %ignore starling_stats;
 %ignore starling_neighbor_args;
+%ignore starling_compression;
+%ignore starling_allreduce_compressed;
+%ignore starling_allreduce_compressed_nonblocking;
+%ignore starling_neighbor_allreduce_compressed;
+%ignore starling_neighbor_allreduce_compressed_nonblocking;
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_context_create;
@@ -565,6 +570,45 @@ static starling_status_t py_neighbor_allreduce_into(int kind, starling_context_t
   return py_neighbor_allreduce(kind, ctx, in, &out, use_weights, self_weight, num_sources, source_ranks,
                                source_weights, dynamic, num_destinations, destination_ranks, destination_weights,
                                check_topology, name, 0, NULL);
+}
+
+/* Compressed allreduce (kind 0) and CHOCO neighbor_allreduce (kind 1): the option
+ * struct as flat arguments; the neighbor arguments as py_neighbor_allreduce's. */
+static starling_status_t py_compressed(int kind, starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                       starling_reduce_op_t op, int compressor, int64_t k, double ratio,
+                                       uint64_t seed, int error_feedback, double gamma,
+                                       int use_weights, double self_weight,
+                                       int num_sources, const int* source_ranks, const double* source_weights,
+                                       int dynamic,
+                                       int num_destinations, const int* destination_ranks,
+                                       const double* destination_weights,
+                                       int check_topology, const char* name, int nonblocking,
+                                       starling_request_t* req) {
+  starling_compression_t c = STARLING_COMPRESSION_INIT;
+  c.compressor = compressor;
+  c.k = k;
+  c.ratio = ratio;
+  c.seed = seed;
+  c.error_feedback = error_feedback;
+  c.gamma = gamma;
+  if (kind == 0) {
+    return nonblocking ? starling_allreduce_compressed_nonblocking(ctx, in, out, op, name, &c, req)
+                       : starling_allreduce_compressed(ctx, in, out, op, name, &c);
+  }
+  starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+  args.use_weights = use_weights;
+  args.self_weight = self_weight;
+  args.num_sources = num_sources;
+  args.source_ranks = source_ranks;
+  args.source_weights = source_weights;
+  args.dynamic = dynamic;
+  args.num_destinations = num_destinations;
+  args.destination_ranks = destination_ranks;
+  args.destination_weights = destination_weights;
+  args.check_topology = check_topology;
+  args.name = name;
+  return nonblocking ? starling_neighbor_allreduce_compressed_nonblocking(ctx, in, out, &args, &c, req)
+                     : starling_neighbor_allreduce_compressed(ctx, in, out, &args, &c);
 }
 
 static starling_status_t py_neighbor_allgather(starling_context_t ctx, const DLTensor* in, DLTensor* out,
@@ -858,12 +902,14 @@ static PyObject* py_get_stats(starling_context_t ctx) {
   if (status < 0) { starling_py_raise(status); return NULL; }
   static const char* const paths[] = {"none", "staged", "nccl"};
   const char* path = stats.gpu_path < 3 ? paths[stats.gpu_path] : "unknown";
-  return Py_BuildValue("{sKsKsKsKsKsKsKss}", "operations", (unsigned long long)stats.operations,
+  return Py_BuildValue("{sKsKsKsKsKsKsKsssKsK}", "operations", (unsigned long long)stats.operations,
                        "fused_operations", (unsigned long long)stats.fused_operations,
                        "fusion_groups", (unsigned long long)stats.fusion_groups,
                        "messages_sent", (unsigned long long)stats.messages_sent,
                        "bytes_sent", (unsigned long long)stats.bytes_sent,
                        "scratch_bytes", (unsigned long long)stats.scratch_bytes,
-                       "staged_bytes", (unsigned long long)stats.staged_bytes, "gpu_path", path);
+                       "staged_bytes", (unsigned long long)stats.staged_bytes, "gpu_path", path,
+                       "bytes_before_compression", (unsigned long long)stats.bytes_before_compression,
+                       "bytes_after_compression", (unsigned long long)stats.bytes_after_compression);
 }
 %}

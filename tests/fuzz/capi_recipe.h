@@ -19,6 +19,8 @@ enum Entry : uint8_t {
   kNeighborAllgatherFirstDims,
   kHierarchicalNeighborAllreduce,
   kPairGossip,
+  kCompressedAllreduce,          // compression options from value, small and weights
+  kCompressedNeighborAllreduce,
   kTopology,       // topology_create from the edge lists, set_topology, queries
   kContextCreate,  // context options
   kStats,          // starling_get_stats with a fuzzed struct_size

@@ -139,6 +139,23 @@ starling_status_t Call(Entry entry, const CallRecipe& r, DLTensor* in, DLTensor*
     case kPairGossip:
       return nb ? starling_pair_gossip_nonblocking(ctx, in, out, r.value, r.weights[0], r.weights[1], "fuzz", req)
                 : starling_pair_gossip(ctx, in, out, r.value, r.weights[0], r.weights[1], "fuzz");
+    case kCompressedAllreduce:
+    case kCompressedNeighborAllreduce: {
+      // Any compressor (invalid ones too), k, ratio, gamma and struct size.
+      starling_compression_t c = STARLING_COMPRESSION_INIT;
+      c.struct_size = static_cast<size_t>(static_cast<uint16_t>(r.small)) % 64;
+      c.compressor = (r.value >> 3) % 8 - 1;
+      c.k = r.value >> 6;
+      c.ratio = r.weights[0];
+      c.gamma = r.weights[1];
+      c.error_feedback = r.flags & kNullFirstDims ? 1 : 0;
+      c.seed = static_cast<uint64_t>(r.value);
+      if (entry == kCompressedAllreduce)
+        return nb ? starling_allreduce_compressed_nonblocking(ctx, in, out, op, "fuzz", &c, req)
+                  : starling_allreduce_compressed(ctx, in, out, op, "fuzz", &c);
+      return nb ? starling_neighbor_allreduce_compressed_nonblocking(ctx, in, out, args, &c, req)
+                : starling_neighbor_allreduce_compressed(ctx, in, out, args, &c);
+    }
     case kTopology:
       return Topology(r);
     case kContextCreate:

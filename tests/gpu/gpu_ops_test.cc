@@ -425,3 +425,39 @@ TEST(GpuPath, NoneBeforeTheFirstCudaTensor) {
 }
 
 }  // namespace
+
+namespace {
+
+// Compressed allreduce and CHOCO on CUDA tensors (staged: copied whole to host memory)
+// give the host path's bytes. The state is reset between the two, so both start alike.
+TEST_F(GpuOps, CompressedAllreduceAndChocoMatchHost) {
+  const int kinds[] = {STARLING_COMPRESS_FLOAT16, STARLING_COMPRESS_BFLOAT16, STARLING_COMPRESS_TOPK,
+                       STARLING_COMPRESS_RANDOMK, STARLING_COMPRESS_SIGN};
+  for (Kind k : {Kind::kF32, Kind::kF16}) {
+    for (int kind : kinds) {
+      starling_compression_t c = STARLING_COMPRESSION_INIT;
+      c.compressor = kind;
+      c.k = kind == STARLING_COMPRESS_TOPK || kind == STARLING_COMPRESS_RANDOMK ? 7 : 0;
+      c.error_feedback = 1;
+      const std::string what = std::string("compressor ") + std::to_string(kind) + " " + KindName(k);
+      DeviceBuffer in(k, {3, 700}), out(k, {3, 700});
+      in.Fill(rank, 3);
+      ASSERT_OK(starling_allreduce_compressed(ctx, &in.host.t, &out.host.t, STARLING_SUM, "gpu.c", &c));
+      ASSERT_OK(starling_compression_reset(ctx, "gpu.c"));
+      ASSERT_OK(starling_allreduce_compressed(ctx, &in.t, &out.t, STARLING_SUM, "gpu.c", &c));
+      ASSERT_OK(starling_compression_reset(ctx, "gpu.c"));
+      ExpectSameBytes(out, "allreduce " + what);
+      starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+      args.name = "gpu.choco";
+      c.error_feedback = 0;
+      c.gamma = 0.5;
+      ASSERT_OK(starling_neighbor_allreduce_compressed(ctx, &in.host.t, &out.host.t, &args, &c));
+      ASSERT_OK(starling_compression_reset(ctx, "gpu.choco"));
+      ASSERT_OK(starling_neighbor_allreduce_compressed(ctx, &in.t, &out.t, &args, &c));
+      ASSERT_OK(starling_compression_reset(ctx, "gpu.choco"));
+      ExpectSameBytes(out, "CHOCO " + what);
+    }
+  }
+}
+
+}  // namespace

@@ -21,7 +21,7 @@ caller's type::
 
 from typing import Optional
 
-from . import _core
+from . import _core, compression
 from ._tensors import register_array_type
 from .context import Context
 from .errors import (AbortedError, AlreadyExistsError, InternalError, InvalidArgumentError, InvalidHandleError,
@@ -61,7 +61,7 @@ def config() -> str:
 
 __all__ = [
     "Context", "Request", "Topology", "Schedule", "Window", "config", "library_version", "__version__",
-    "register_array_type", "set_cuda_stream", "get_cuda_stream",
+    "register_array_type", "set_cuda_stream", "get_cuda_stream", "compression",
     "StarlingError", "InvalidArgumentError", "InvalidHandleError", "InvalidUsageError", "UnsupportedError",
     "MismatchError", "StarlingTimeoutError", "ShutdownError", "TransportError", "NotFoundError",
     "AlreadyExistsError", "StarlingMemoryError", "InternalError", "AbortedError", "PeerFailedError", "DeviceError",

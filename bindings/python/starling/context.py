@@ -9,6 +9,7 @@ import numpy as np
 from . import _core
 from ._args import rank_weights, weights_dict
 from ._tensors import adapter_of, output_like
+from .compression import Compression, as_args as _compression_args
 from .request import Request
 from .topology import Topology
 from .window import Window
@@ -196,9 +197,13 @@ class Context:
 
     # ---- classic collectives
     def allreduce(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None, local: bool = False,
-                  name: Optional[str] = None) -> Tensor:
+                  name: Optional[str] = None, compression: Optional[Compression] = None) -> Tensor:
         """op ("sum", "average", "min", "max") over every rank's x (over this machine's
-        ranks only with local=True). "average" needs a floating-point dtype."""
+        ranks only with local=True). "average" needs a floating-point dtype.
+        compression (starling.compression.TopK(0.01), ...; "sum" or "average"): each
+        rank's x is compressed, every rank sums the decompressed tensors."""
+        if compression is not None:
+            return self._allreduce_compressed(x, op, out, local, name, compression, False)
         # _allreduce and _unary inline for the blocking call: fewer Python frames per call.
         code = _reduce_op(op)
         adapter, cin, out, cout, allocated = output_like(x, out)
@@ -206,8 +211,27 @@ class Context:
         return adapter.result(out, x) if allocated else out
 
     def allreduce_nonblocking(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None,
-                              local: bool = False, name: Optional[str] = None) -> Request:
+                              local: bool = False, name: Optional[str] = None,
+                              compression: Optional[Compression] = None) -> Request:
+        if compression is not None:
+            return self._allreduce_compressed(x, op, out, local, name, compression, True)
         return self._allreduce(x, op, out, local, name, True)
+
+    def _allreduce_compressed(self, x: Tensor, op: str, out: Any, local: bool, name: Optional[str],
+                              compression: Compression, nonblocking: bool) -> Any:
+        if local:
+            raise ValueError("compression is not available with local=True")
+        args = _compression_args(compression)
+        code = _reduce_op(op)
+        adapter, cin, out, cout, allocated = output_like(x, out)
+        request = _core.py_compressed(0, self._handle, cin, cout, code, *args, 0, 0.0, None, 0, None, 0, name,
+                                      int(nonblocking))
+        return _finish(request, adapter, x, cin, out, cout, allocated)
+
+    def compression_reset(self, name: Optional[str] = None) -> None:
+        """Drops the compression state (error-feedback residual, random-k step, CHOCO
+        copies) kept under name, or under every name. Call it on every rank alike."""
+        _core.compression_reset(self._handle, name)
 
     def _allreduce(self, x: Tensor, op: str, out: Any, local: bool, name: Optional[str], nonblocking: bool) -> Any:
         code = _reduce_op(op)
@@ -257,7 +281,7 @@ class Context:
     def neighbor_allreduce(self, x: Tensor, *, self_weight: Optional[float] = None,
                            src_weights: Optional[Weights] = None, dst_weights: Any = None,
                            check_topology: bool = False, out: Optional[Tensor] = None,
-                           name: Optional[str] = None) -> Tensor:
+                           name: Optional[str] = None, compression: Optional[Compression] = None) -> Tensor:
         """Weighted average with neighbors: ``self_weight * x + sum_j w_j * x_j``.
 
         Static mode (dst_weights None): over the context's topology, with its weights
@@ -265,16 +289,24 @@ class Context:
         ({in-neighbor: weight}; unlisted in-neighbors get 0) are given. Dynamic mode:
         this call sends to dst_weights (a list of ranks, or {rank: weight} scaling what
         each receives) and receives from src_weights' ranks; check_topology verifies
-        collectively that sends and receives match."""
+        collectively that sends and receives match.
+
+        compression (static mode; name required): CHOCO gossip,
+        ``x + gamma * sum_j w_j (x_hat_j - x_hat_self)`` over public copies kept per
+        name (self_weight is not used); repeated calls reach exact consensus."""
+        if compression is not None:
+            return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
+                                            False, compression)
         return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
                                         False)
 
     def neighbor_allreduce_nonblocking(self, x: Tensor, *, self_weight: Optional[float] = None,
                                        src_weights: Optional[Weights] = None, dst_weights: Any = None,
                                        check_topology: bool = False, out: Optional[Tensor] = None,
-                                       name: Optional[str] = None) -> Request:
+                                       name: Optional[str] = None,
+                                       compression: Optional[Compression] = None) -> Request:
         return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
-                                        True)
+                                        True, compression)
 
     def hierarchical_neighbor_allreduce(self, x: Tensor, *, self_weight: Optional[float] = None,
                                         src_machine_weights: Optional[Weights] = None,
@@ -295,12 +327,17 @@ class Context:
                                         check_topology, out, name, True)
 
     def _neighbor_allreduce(self, kind: int, x: Tensor, self_weight: Any, src: Any, dst: Any, check: bool,
-                            out: Any, name: Optional[str], nonblocking: bool) -> Any:
+                            out: Any, name: Optional[str], nonblocking: bool,
+                            compression: Optional[Compression] = None) -> Any:
         names = ("src_weights", "dst_weights") if kind == 0 else ("src_machine_weights", "dst_machine_weights")
         use, sw, sources, dynamic, destinations = neighbor_mode(self_weight, src, dst, *names)
         adapter, cin, out, cout, allocated = output_like(x, out)
-        request = _core.py_neighbor_allreduce(kind, self._handle, cin, cout, use, sw, sources, dynamic,
-                                              destinations, int(bool(check)), name, int(nonblocking))
+        if compression is not None:
+            request = _core.py_compressed(1, self._handle, cin, cout, 0, *_compression_args(compression), use, sw,
+                                          sources, dynamic, destinations, int(bool(check)), name, int(nonblocking))
+        else:
+            request = _core.py_neighbor_allreduce(kind, self._handle, cin, cout, use, sw, sources, dynamic,
+                                                  destinations, int(bool(check)), name, int(nonblocking))
         return _finish(request, adapter, x, cin, out, cout, allocated)
 
     def neighbor_allgather(self, x: Tensor, *, src_ranks: Optional[Sequence[int]] = None,

@@ -231,9 +231,14 @@ typedef struct starling_stats {
   uint64_t scratch_bytes;      /* scratch memory the context holds now (reused) */
   uint64_t staged_bytes;       /* bytes copied between CUDA tensors and host staging buffers */
   uint64_t gpu_path;           /* STARLING_GPU_PATH_*: how CUDA tensors move (starling_gpu_path says why) */
+  /* Compressed operations (starling_allreduce_compressed and friends): the payload
+   * bytes they handed to MPI (after compression) and what the same payloads would have
+   * been uncompressed (before). bytes_sent counts both kinds of traffic, headers too. */
+  uint64_t bytes_before_compression;
+  uint64_t bytes_after_compression;
 } starling_stats_t;
 
-#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0 }
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* starling_stats_t.gpu_path. */
 enum starling_gpu_path_code {
@@ -638,6 +643,94 @@ STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context
                                                                 double pair_weight,
                                                                 const char* name,
                                                                 starling_request_t* req);
+
+/* ---------------------------------------------------------------------------------
+ * Compressed communication (README "Compressed communication" has the details).
+ *
+ * Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
+ * anything else is UNSUPPORTED):
+ * - STARLING_COMPRESS_FLOAT16 / _BFLOAT16: every element rounded to nearest (float16
+ *   saturates finite values at +-65504).
+ * - STARLING_COMPRESS_TOPK: the k elements of largest magnitude (ties: lower index),
+ *   sent as (uint32 index, value) pairs; values in float32 (float64 for float64 tensors).
+ * - STARLING_COMPRESS_RANDOMK: k elements chosen by a generator that every rank seeds
+ *   alike from (seed, name, step), so only the values travel. step counts this rank's
+ *   calls under the name (ranks out of step get MISMATCH). Not rescaled (biased, like
+ *   top-k): use it with error feedback or CHOCO.
+ * - STARLING_COMPRESS_SIGN: one bit per element and one scale per tensor (the mean
+ *   magnitude): each element becomes +-scale.
+ * k: top-k and random-k keep `k` elements (1 <= k <= element count) or, with k = 0,
+ * ceil(ratio * element count) (0 < ratio <= 1). Indices are 32-bit: tensors of 2^32
+ * elements or more are INVALID_ARGUMENT with these two.
+ *
+ * State: error feedback and CHOCO keep per-tensor state in the context under the
+ * call's `name` (required then). A name reused with another dtype, shape, compressor
+ * or (CHOCO) in-neighbor set is INVALID_ARGUMENT; starling_compression_reset drops it.
+ * The options follow the struct_size rule (STARLING_COMPRESSION_INIT). */
+typedef enum starling_compressor {
+  STARLING_COMPRESS_NONE = 0,     /* plain operation (the options are ignored) */
+  STARLING_COMPRESS_FLOAT16 = 1,
+  STARLING_COMPRESS_BFLOAT16 = 2,
+  STARLING_COMPRESS_TOPK = 3,
+  STARLING_COMPRESS_RANDOMK = 4,
+  STARLING_COMPRESS_SIGN = 5
+} starling_compressor_t;
+
+typedef struct starling_compression {
+  size_t struct_size;         /* sizeof(starling_compression_t) */
+  int compressor;             /* starling_compressor_t */
+  int64_t k;                  /* top-k / random-k: elements kept; 0: use ratio */
+  double ratio;               /* top-k / random-k with k == 0: fraction kept, (0, 1] */
+  uint64_t seed;              /* random-k: the same on every rank */
+  /* allreduce: 1 = error feedback: each rank compresses (in + residual) and keeps
+   * what the compression dropped as the next call's residual (per name). */
+  int error_feedback;
+  /* neighbor_allreduce: the CHOCO consensus step size, 0 < gamma <= 1. */
+  double gamma;
+} starling_compression_t;
+
+#define STARLING_COMPRESSION_INIT \
+  { sizeof(starling_compression_t), STARLING_COMPRESS_NONE, 0, 0.0, 0, 0, 1.0 }
+
+/* allreduce with compression; op STARLING_SUM or STARLING_AVERAGE. Each rank
+ * compresses its in (plus its residual with error feedback); the compressed tensors
+ * are gathered by every rank, which decompresses them and sums them in float64 in rank
+ * order, so every rank gets bit-identical results: out = op over ranks of
+ * decompress(compress(in_r (+ residual_r))). Not fused with other operations. A NULL
+ * compression, or NONE, is starling_allreduce. Collective. BORROWS in, out, compression.
+ * Errors: as allreduce; MISMATCH also when ranks compress differently. */
+STARLING_API starling_status_t starling_allreduce_compressed(starling_context_t ctx, const DLTensor* in,
+                                                             DLTensor* out, starling_reduce_op_t op,
+                                                             const char* name,
+                                                             const starling_compression_t* compression);
+STARLING_API starling_status_t starling_allreduce_compressed_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, starling_reduce_op_t op, const char* name,
+    const starling_compression_t* compression, starling_request_t* req);
+
+/* CHOCO-gossip neighbor averaging (Koloskova et al., 2019), static mode only. Each
+ * rank keeps public copies x_hat of itself and of its in-neighbors (per args->name,
+ * starting at 0). Each call: q = C(in - x_hat_self) goes to the out-neighbors; every
+ * rank adds the decompressed q's to the copies (x_hat_self += q, x_hat_j += q_j); then
+ * out = in + gamma * sum_j w_j * (x_hat_j - x_hat_self), where w_j are the weights
+ * neighbor_allreduce would use for the in-neighbors (args->self_weight is not used:
+ * the self weight is implicitly 1 - sum_j w_j). With doubly stochastic weights the
+ * average over ranks is preserved and repeated calls reach exact consensus. The copies
+ * need every step's q from every in-neighbor: dynamic mode is UNSUPPORTED, and a
+ * changed topology needs starling_compression_reset on every rank. A NULL compression,
+ * or NONE, is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
+ * MISMATCH when a neighbor compresses differently. */
+STARLING_API starling_status_t starling_neighbor_allreduce_compressed(starling_context_t ctx, const DLTensor* in,
+                                                                      DLTensor* out,
+                                                                      const starling_neighbor_args_t* args,
+                                                                      const starling_compression_t* compression);
+STARLING_API starling_status_t starling_neighbor_allreduce_compressed_nonblocking(
+    starling_context_t ctx, const DLTensor* in, DLTensor* out, const starling_neighbor_args_t* args,
+    const starling_compression_t* compression, starling_request_t* req);
+
+/* Drops the compression state (error-feedback residual, random-k step, CHOCO copies)
+ * kept under `name`, or every name when name is NULL. Local: call it on every rank
+ * alike. Waits for queued operations to finish first. Errors: INVALID_HANDLE. */
+STARLING_API starling_status_t starling_compression_reset(starling_context_t ctx, const char* name);
 
 /* ---------------------------------------------------------------------------------
  * One-sided windows: a rank writes into (or reads from) its neighbors' memory and

@@ -108,10 +108,12 @@ struct starling_stats_t
     scratch_bytes::UInt64
     staged_bytes::UInt64
     gpu_path::UInt64
+    bytes_before_compression::UInt64
+    bytes_after_compression::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0) =
-    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path)
+starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0, bytes_before_compression=0, bytes_after_compression=0) =
+    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path, bytes_before_compression, bytes_after_compression)
 
 # starling_stats_t.gpu_path.
 const starling_gpu_path_code = Cint
@@ -183,6 +185,49 @@ end
 # Defaults of the C initializer macro; struct_size is set.
 starling_neighbor_args_t(; struct_size=sizeof(starling_neighbor_args_t), use_weights=0, self_weight=0.0, num_sources=0, source_ranks=C_NULL, source_weights=C_NULL, dynamic=0, num_destinations=0, destination_ranks=C_NULL, destination_weights=C_NULL, check_topology=0, name=C_NULL) =
     starling_neighbor_args_t(struct_size, use_weights, self_weight, num_sources, source_ranks, source_weights, dynamic, num_destinations, destination_ranks, destination_weights, check_topology, name)
+
+# Compressed communication (README "Compressed communication" has the details).
+#
+# Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
+# anything else is UNSUPPORTED):
+# - STARLING_COMPRESS_FLOAT16 / _BFLOAT16: every element rounded to nearest (float16
+#   saturates finite values at +-65504).
+# - STARLING_COMPRESS_TOPK: the k elements of largest magnitude (ties: lower index),
+#   sent as (uint32 index, value) pairs; values in float32 (float64 for float64 tensors).
+# - STARLING_COMPRESS_RANDOMK: k elements chosen by a generator that every rank seeds
+#   alike from (seed, name, step), so only the values travel. step counts this rank's
+#   calls under the name (ranks out of step get MISMATCH). Not rescaled (biased, like
+#   top-k): use it with error feedback or CHOCO.
+# - STARLING_COMPRESS_SIGN: one bit per element and one scale per tensor (the mean
+#   magnitude): each element becomes +-scale.
+# k: top-k and random-k keep `k` elements (1 <= k <= element count) or, with k = 0,
+# ceil(ratio * element count) (0 < ratio <= 1). Indices are 32-bit: tensors of 2^32
+# elements or more are INVALID_ARGUMENT with these two.
+#
+# State: error feedback and CHOCO keep per-tensor state in the context under the
+# call's `name` (required then). A name reused with another dtype, shape, compressor
+# or (CHOCO) in-neighbor set is INVALID_ARGUMENT; starling_compression_reset drops it.
+# The options follow the struct_size rule (STARLING_COMPRESSION_INIT).
+const starling_compressor_t = Cint
+const STARLING_COMPRESS_NONE = Cint(0)
+const STARLING_COMPRESS_FLOAT16 = Cint(1)
+const STARLING_COMPRESS_BFLOAT16 = Cint(2)
+const STARLING_COMPRESS_TOPK = Cint(3)
+const STARLING_COMPRESS_RANDOMK = Cint(4)
+const STARLING_COMPRESS_SIGN = Cint(5)
+
+struct starling_compression_t
+    struct_size::Csize_t
+    compressor::Cint
+    k::Int64
+    ratio::Cdouble
+    seed::UInt64
+    error_feedback::Cint
+    gamma::Cdouble
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_compression_t(; struct_size=sizeof(starling_compression_t), compressor=STARLING_COMPRESS_NONE, k=0, ratio=0.0, seed=0, error_feedback=0, gamma=1.0) =
+    starling_compression_t(struct_size, compressor, k, ratio, seed, error_feedback, gamma)
 
 struct starling_window_args_t
     struct_size::Csize_t
@@ -675,6 +720,48 @@ end
 
 function starling_pair_gossip_nonblocking(ctx, in_, out, peer, self_weight, pair_weight, name, req)
     ccall((:starling_pair_gossip_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Cint, Cdouble, Cdouble, Ptr{Cchar}, Ptr{starling_request_t}), ctx, in_, out, peer, self_weight, pair_weight, name, req)
+end
+
+# allreduce with compression; op STARLING_SUM or STARLING_AVERAGE. Each rank
+# compresses its in (plus its residual with error feedback); the compressed tensors
+# are gathered by every rank, which decompresses them and sums them in float64 in rank
+# order, so every rank gets bit-identical results: out = op over ranks of
+# decompress(compress(in_r (+ residual_r))). Not fused with other operations. A NULL
+# compression, or NONE, is starling_allreduce. Collective. BORROWS in, out, compression.
+# Errors: as allreduce; MISMATCH also when ranks compress differently.
+function starling_allreduce_compressed(ctx, in_, out, op, name, compression)
+    ccall((:starling_allreduce_compressed, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, starling_reduce_op_t, Ptr{Cchar}, Ptr{starling_compression_t}), ctx, in_, out, op, name, compression)
+end
+
+function starling_allreduce_compressed_nonblocking(ctx, in_, out, op, name, compression, req)
+    ccall((:starling_allreduce_compressed_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, starling_reduce_op_t, Ptr{Cchar}, Ptr{starling_compression_t}, Ptr{starling_request_t}), ctx, in_, out, op, name, compression, req)
+end
+
+# CHOCO-gossip neighbor averaging (Koloskova et al., 2019), static mode only. Each
+# rank keeps public copies x_hat of itself and of its in-neighbors (per args->name,
+# starting at 0). Each call: q = C(in - x_hat_self) goes to the out-neighbors; every
+# rank adds the decompressed q's to the copies (x_hat_self += q, x_hat_j += q_j); then
+# out = in + gamma * sum_j w_j * (x_hat_j - x_hat_self), where w_j are the weights
+# neighbor_allreduce would use for the in-neighbors (args->self_weight is not used:
+# the self weight is implicitly 1 - sum_j w_j). With doubly stochastic weights the
+# average over ranks is preserved and repeated calls reach exact consensus. The copies
+# need every step's q from every in-neighbor: dynamic mode is UNSUPPORTED, and a
+# changed topology needs starling_compression_reset on every rank. A NULL compression,
+# or NONE, is starling_neighbor_allreduce. Collective. Errors: as neighbor_allreduce;
+# MISMATCH when a neighbor compresses differently.
+function starling_neighbor_allreduce_compressed(ctx, in_, out, args, compression)
+    ccall((:starling_neighbor_allreduce_compressed, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{starling_neighbor_args_t}, Ptr{starling_compression_t}), ctx, in_, out, args, compression)
+end
+
+function starling_neighbor_allreduce_compressed_nonblocking(ctx, in_, out, args, compression, req)
+    ccall((:starling_neighbor_allreduce_compressed_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{starling_neighbor_args_t}, Ptr{starling_compression_t}, Ptr{starling_request_t}), ctx, in_, out, args, compression, req)
+end
+
+# Drops the compression state (error-feedback residual, random-k step, CHOCO copies)
+# kept under `name`, or every name when name is NULL. Local: call it on every rank
+# alike. Waits for queued operations to finish first. Errors: INVALID_HANDLE.
+function starling_compression_reset(ctx, name)
+    ccall((:starling_compression_reset, libstarling), starling_status_t, (starling_context_t, Ptr{Cchar}), ctx, name)
 end
 
 # Creates window `name` over `tensor`; buffers start as copies of the tensor, or

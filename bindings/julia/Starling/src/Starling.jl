@@ -37,6 +37,8 @@ export allreduce!, allreduce, allreduce_nonblocking!, bcast!, bcast_nonblocking!
 export allgather, allgather!, allgather_nonblocking!, allgather_first_dims, allgather_first_dims_nonblocking
 export local_allreduce!, local_allreduce_nonblocking!, pair_gossip!, pair_gossip_nonblocking!
 export neighbor_allreduce!, neighbor_allreduce, neighbor_allreduce_nonblocking!
+export Compression, allreduce_compressed!, allreduce_compressed_nonblocking!, neighbor_allreduce_compressed!
+export neighbor_allreduce_compressed_nonblocking!, compression_reset!
 export neighbor_allgather, neighbor_allgather!, neighbor_allgather_nonblocking!, neighbor_allgather_first_dims
 export hierarchical_neighbor_allreduce!, hierarchical_neighbor_allreduce_nonblocking!
 export set_topology!, topology, is_topology_weighted, set_machine_topology!, machine_topology
@@ -56,6 +58,7 @@ include("context.jl")
 include("topology.jl")
 include("collectives.jl")
 include("neighbor.jl")
+include("compression.jl")
 include("windows.jl")
 
 function __init__()

@@ -63,7 +63,9 @@ function stats(ctx::Context)
     return (operations=Int(v.operations), fused_operations=Int(v.fused_operations),
             fusion_groups=Int(v.fusion_groups), messages_sent=Int(v.messages_sent),
             bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes),
-            staged_bytes=Int(v.staged_bytes), gpu_path=Int(v.gpu_path))
+            staged_bytes=Int(v.staged_bytes), gpu_path=Int(v.gpu_path),
+            bytes_before_compression=Int(v.bytes_before_compression),
+            bytes_after_compression=Int(v.bytes_after_compression))
 end
 
 """

@@ -11,7 +11,8 @@ from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnect
                              GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
                              GetRecvWeights, GetSendWeights, IsRegularGraph, IsTopologyEquivalent, MeshGrid2DGraph,
                              RingGraph, StarGraph, SymmetricExponentialGraph)
-from . import decentralized_optimizers, mpi_ops, optimizers, topology_util, utility
+from . import compressed_optimizers, decentralized_optimizers, mpi_ops, optimizers, topology_util, utility
+from .compressed_optimizers import DistributedChocoSGDOptimizer, DistributedCompressedGradientAllreduceOptimizer
 from .decentralized_optimizers import *  # noqa: F401,F403
 from .mpi_ops import *  # noqa: F401,F403
 from .mpi_ops import __all__ as _ops
@@ -23,7 +24,8 @@ from .optimizers import (CommunicationType, DistributedAdaptThenCombineOptimizer
 from .topology_util import InferDestinationFromSourceRanks, InferSourceFromDestinationRanks
 from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_parameters
 
-__all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + [
+__all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + list(
+    compressed_optimizers.__all__) + [
     "broadcast_optimizer_state", "broadcast_parameters", "allreduce_parameters",
     "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
     "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",

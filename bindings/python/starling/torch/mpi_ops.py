@@ -19,6 +19,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 from .. import _core
 from .. import _logging
 from .. import topology_util
+from ..compression import Compression, as_args as _compression_args
 from ..context import Context, as_topology
 from ..errors import InvalidUsageError, MismatchError, UnsupportedError
 from ..request import Request
@@ -384,10 +385,51 @@ def _allreduce(tensor: torch.Tensor, output: Optional[torch.Tensor], average: bo
     return _register(Request(request, (tensor, cin, output, cout), None, output))
 
 
+def _compressed(kind: int, tensor: torch.Tensor, output: Optional[torch.Tensor], op: int, args: tuple,
+                enable_topo_check: bool, name: Optional[str], compression: Compression, nonblocking: bool) -> Any:
+    """Compressed allreduce (kind 0) or CHOCO neighbor_allreduce (kind 1)."""
+    h = S.handle or S.require_handle()
+    _check_name(name)
+    options = _compression_args(compression)
+    cin = _capsule(tensor)
+    if output is None:
+        output = _empty_like(tensor)
+        cout = _capsule(output)
+    else:
+        cout = cin
+    use, sw, sources, dynamic, destinations = args
+    request = _core.py_compressed(kind, h, cin, cout, op, *options, use, sw, sources, dynamic, destinations,
+                                  int(bool(enable_topo_check) and dynamic), name, int(nonblocking))
+    if not nonblocking:
+        return output
+    return _register(Request(request, (tensor, cin, output, cout), None, output))
+
+
+def _compressed_allreduce(tensor: torch.Tensor, output: Optional[torch.Tensor], average: bool,
+                          is_hierarchical_local: bool, name: Optional[str], compression: Compression,
+                          nonblocking: bool) -> Any:
+    if is_hierarchical_local:
+        raise ValueError("compression is not available with is_hierarchical_local=True")
+    if average:
+        assert tensor.dtype in _FLOAT_DTYPES, "If average is set in allreduce, only float or double tensor is allowed."
+    return _compressed(0, tensor, output, _AVERAGE if average else _SUM, _STATIC_DEFAULT, False, name, compression,
+                       nonblocking)
+
+
+def compression_reset(name: Optional[str] = None) -> None:
+    """Drops the compression state (error-feedback residual, random-k step, CHOCO
+    copies) kept under name, or under every name. Call it on every rank alike."""
+    _check_name(name)
+    _core.compression_reset(S.handle or S.require_handle(), name)
+
+
 def allreduce(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
-              name: Optional[str] = None) -> torch.Tensor:
+              name: Optional[str] = None, compression: Optional[Compression] = None) -> torch.Tensor:
     """Average (or sum) of tensor over all ranks (over this machine's ranks with
-    is_hierarchical_local), as a new tensor."""
+    is_hierarchical_local), as a new tensor. compression (starling.compression.TopK(0.01,
+    error_feedback=True), ...): see the README, "Compressed communication"."""
+    if compression is not None:
+        return _compressed_allreduce(tensor, None, average, is_hierarchical_local, name, compression, False)
     # _allreduce's blocking out-of-place case inline: the most common call, kept short.
     h = S.handle or S.require_handle()
     cin = _capsule(tensor)
@@ -403,18 +445,24 @@ def allreduce(tensor: torch.Tensor, average: bool = True, is_hierarchical_local:
 
 
 def allreduce_nonblocking(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
-                          name: Optional[str] = None) -> int:
+                          name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    if compression is not None:
+        return _compressed_allreduce(tensor, None, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, None, average, is_hierarchical_local, name, True)
 
 
 def allreduce_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
-               name: Optional[str] = None) -> torch.Tensor:
+               name: Optional[str] = None, compression: Optional[Compression] = None) -> torch.Tensor:
     """In-place allreduce: returns tensor."""
+    if compression is not None:
+        return _compressed_allreduce(tensor, tensor, average, is_hierarchical_local, name, compression, False)
     return _allreduce(tensor, tensor, average, is_hierarchical_local, name, False)
 
 
 def allreduce_nonblocking_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
-                           name: Optional[str] = None) -> int:
+                           name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    if compression is not None:
+        return _compressed_allreduce(tensor, tensor, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, tensor, average, is_hierarchical_local, name, True)
 
 
@@ -588,7 +636,8 @@ def _neighbor_allreduce(kind: int, tensor: torch.Tensor, args: tuple, enable_top
 def neighbor_allreduce(tensor: torch.Tensor, *, self_weight: Optional[float] = None,
                        src_weights: Optional[Dict[int, float]] = None,
                        dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
-                       enable_topo_check: bool = True, name: Optional[str] = None, **deprecated: Any) -> torch.Tensor:
+                       enable_topo_check: bool = True, name: Optional[str] = None,
+                       compression: Optional[Compression] = None, **deprecated: Any) -> torch.Tensor:
     """self_weight * tensor + sum_j src_weights[j] * tensor_j, as a new tensor.
 
     Static topology (dst_weights None): over the in-neighbors, with the topology's
@@ -596,9 +645,15 @@ def neighbor_allreduce(tensor: torch.Tensor, *, self_weight: Optional[float] = N
     src_weights (a subset of the in-neighbors; the others get 0) are given. Dynamic
     topology: send to dst_weights (a list, or {rank: weight} scaling what each
     receives) and receive from src_weights' ranks (any ranks); enable_topo_check
-    verifies collectively that sends and receives match."""
+    verifies collectively that sends and receives match.
+
+    compression (static topology; name required): CHOCO gossip over public copies kept
+    per name, tensor + gamma * sum_j w_j (x_hat_j - x_hat_self); see the README."""
     if deprecated:
         _reject_keywords("neighbor_allreduce", deprecated, _NEIGHBOR_DEPRECATED)
+    if compression is not None:
+        return _compressed(1, tensor, None, 0, _neighbor_args(self_weight, src_weights, dst_weights),
+                           enable_topo_check, name, compression, False)
     if self_weight is None and src_weights is None and dst_weights is None:
         return _neighbor_allreduce(0, tensor, _STATIC_DEFAULT, False, name, False)  # the common call
     return _neighbor_allreduce(0, tensor, _neighbor_args(self_weight, src_weights, dst_weights),
@@ -609,9 +664,12 @@ def neighbor_allreduce_nonblocking(tensor: torch.Tensor, *, self_weight: Optiona
                                    src_weights: Optional[Dict[int, float]] = None,
                                    dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
                                    enable_topo_check: bool = True, name: Optional[str] = None,
-                                   **deprecated: Any) -> int:
+                                   compression: Optional[Compression] = None, **deprecated: Any) -> int:
     if deprecated:
         _reject_keywords("neighbor_allreduce_nonblocking", deprecated, _NEIGHBOR_DEPRECATED)
+    if compression is not None:
+        return _compressed(1, tensor, None, 0, _neighbor_args(self_weight, src_weights, dst_weights),
+                           enable_topo_check, name, compression, True)
     return _neighbor_allreduce(0, tensor, _neighbor_args(self_weight, src_weights, dst_weights),
                                enable_topo_check, name, True)
 
@@ -708,7 +766,7 @@ __all__ = [
     "broadcast", "broadcast_nonblocking", "broadcast_", "broadcast_nonblocking_",
     "neighbor_allgather", "neighbor_allgather_nonblocking", "neighbor_allreduce", "neighbor_allreduce_nonblocking",
     "hierarchical_neighbor_allreduce", "hierarchical_neighbor_allreduce_nonblocking",
-    "pair_gossip", "pair_gossip_nonblocking", "poll", "synchronize", "wait", "barrier",
+    "pair_gossip", "pair_gossip_nonblocking", "poll", "synchronize", "wait", "barrier", "compression_reset",
     "set_skip_negotiate_stage", "get_skip_negotiate_stage",
     "timeline_start_activity", "timeline_end_activity", "timeline_context",
 ] + list(_win_names)

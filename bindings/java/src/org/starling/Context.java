@@ -125,9 +125,9 @@ public final class Context implements AutoCloseable {
   }
 
   public Stats stats() {
-    long[] v = new long[8];
+    long[] v = new long[10];
     StarlingNative.get_stats(handle, v);
-    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]));
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]), v[8], v[9]);
   }
 
   /**
@@ -318,6 +318,29 @@ public final class Context implements AutoCloseable {
       String name) {
     return Call.submit(this, (c, r) -> StarlingNative.pair_gossip_nonblocking(handle, c.in(in, "in"),
         c.out(out, "out"), peer, selfWeight, pairWeight, name, r));
+  }
+
+  // ---- compressed communication (README "Compressed communication")
+
+  /** allreduce (SUM or AVERAGE) of compressed tensors; name keys the error-feedback state. Collective. */
+  public void allreduceCompressed(Tensor in, Tensor out, ReduceOp op, String name, Compression compression) {
+    Check.notNull(compression, "compression");
+    int code = Check.notNull(op, "op").code();
+    Call.run(c -> StarlingNative.allreduce_compressed(handle, c.in(in, "in"), c.out(out, "out"), code, name,
+        compression.build(c)));
+  }
+
+  /** CHOCO gossip over the static topology; args must carry a name. Collective. */
+  public void neighborAllreduceCompressed(Tensor in, Tensor out, NeighborArgs args, Compression compression) {
+    Check.notNull(args, "args");
+    Check.notNull(compression, "compression");
+    Call.run(c -> StarlingNative.neighbor_allreduce_compressed(handle, c.in(in, "in"), c.out(out, "out"),
+        args.build(c), compression.build(c)));
+  }
+
+  /** Drops the compression state kept under name (null: every name). Call it on every rank alike. */
+  public void compressionReset(String name) {
+    Call.run(c -> StarlingNative.compression_reset(handle, name));
   }
 
   // ---- neighbor collectives

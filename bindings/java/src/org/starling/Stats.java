@@ -2,7 +2,10 @@ package org.starling;
 
 /**
  * Counters of a context since its creation (starling_stats_t); stagedBytes: bytes copied
- * between CUDA tensors and host staging buffers; gpuPath: how CUDA tensors move.
+ * between CUDA tensors and host staging buffers; gpuPath: how CUDA tensors move;
+ * bytesBeforeCompression / bytesAfterCompression: the payloads of compressed operations
+ * as they would have been uncompressed, and as sent.
  */
 public record Stats(long operations, long fusedOperations, long fusionGroups, long messagesSent, long bytesSent,
-    long scratchBytes, long stagedBytes, GpuPath gpuPath) {}
+    long scratchBytes, long stagedBytes, GpuPath gpuPath, long bytesBeforeCompression,
+    long bytesAfterCompression) {}
