@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 import starling.torch as bf
+from starling import compression
 from starling.torch import _state
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +51,29 @@ METHODS = {
            lambda m, lr: bf.DistributedGradientTrackingOptimizer(sgd(m, lr), m), 0.05),
     "ed": ("exact diffusion",
            lambda m, lr: bf.DistributedExactDiffusionOptimizer(sgd(m, lr), m), 0.05),
+    # Compressed (README "Compressed communication"): gradient allreduce of compressed
+    # gradients with error feedback, and CHOCO-SGD (compressed gossip, step size gamma).
+    "topk_ef": ("gradient allreduce, top-k 1% + error feedback",
+                lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(
+                    sgd(m, lr), m, compression=compression.TopK(0.01, error_feedback=True)), 0.05),
+    "randomk_ef": ("gradient allreduce, random-k 1% + error feedback",
+                   lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(
+                       sgd(m, lr), m, compression=compression.RandomK(0.01, error_feedback=True, seed=7)), 0.005),
+    "randomk10_ef": ("gradient allreduce, random-k 10% + error feedback",
+                     lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(
+                         sgd(m, lr), m, compression=compression.RandomK(0.1, error_feedback=True, seed=7)), 0.01),
+    "sign_ef": ("gradient allreduce, sign + error feedback",
+                lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(
+                    sgd(m, lr), m, compression=compression.Sign(error_feedback=True)), 0.05),
+    "fp16": ("gradient allreduce, float16",
+             lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(
+                 sgd(m, lr), m, compression=compression.FP16()), 0.05),
+    "choco_topk": ("CHOCO-SGD, top-k 1%, gamma 0.1",
+                   lambda m, lr: bf.DistributedChocoSGDOptimizer(
+                       sgd(m, lr), m, compression=compression.TopK(0.01, gamma=0.1)), 0.05),
+    "choco_topk5": ("CHOCO-SGD, top-k 5%, gamma 0.3",
+                    lambda m, lr: bf.DistributedChocoSGDOptimizer(
+                        sgd(m, lr), m, compression=compression.TopK(0.05, gamma=0.3)), 0.05),
 }
 
 
@@ -65,6 +89,7 @@ def mean_over_ranks(value, name):
 def train(method, data, epochs, batch_size):
     train_x, train_y, test_x, test_y = data
     _, factory, lr = METHODS[method]
+    bf.compression_reset()  # compressed methods keep state per parameter name: start afresh
     torch.manual_seed(1234)
     model = make_model()
     bf.broadcast_parameters(model.state_dict(), root_rank=0)
