@@ -16,6 +16,8 @@ namespace {
 
 using transport::Channel;
 
+constexpr size_t kStageBelowBytes = size_t{1} << 20;  // see TransferOp::Write
+
 int32_t NameHash(const std::string& name) {
   uint32_t h = 2166136261u;
   for (unsigned char c : name) h = (h ^ c) * 16777619u;
@@ -187,6 +189,15 @@ class TransferOp : public runtime::Op {
     const double p = with_p ? window_->p() : 0.0;
     std::vector<WindowRequest> sent(ranks_.size());
     std::vector<WindowReply> got(ranks_.size());
+    // A put below 1 MiB sends a copy of the tensor, from two buffers used in turn: the
+    // update that usually follows rewrites the tensor right after the peers read it, so
+    // its cache lines would go back and forth between the cores every step. Measured,
+    // 2 ranks, put + update: 64 KiB 26 -> 17 us, 16 KiB 9.6 -> 8.3 us; from 1 MiB the
+    // copy costs more than it saves, and so it does for accumulate (64 KiB 8 -> 16 us),
+    // whose tensor usually stays as it is.
+    const void* payload = tensor_.data;
+    if (kind_ == Transfer::kPut && tensor_.bytes > 0 && tensor_.bytes < kStageBelowBytes && !tensor_.on_device())
+      payload = window_->StageForSend(tensor_.data, tensor_.bytes);
     for (size_t i = 0; i < ranks_.size(); ++i) {
       WindowRequest& r = sent[i];
       r.op = kind_ == Transfer::kPut ? WindowOp::kPut : WindowOp::kAccumulate;
@@ -198,7 +209,7 @@ class TransferOp : public runtime::Op {
       r.weight = weights_[i];
       r.p = p * weights_[i];
       requests.SendRaw(ranks_[i], &r, sizeof r);
-      if (tensor_.bytes > 0) data.SendRaw(ranks_[i], tensor_.data, tensor_.bytes, r.chunk);
+      if (tensor_.bytes > 0) data.SendRaw(ranks_[i], payload, tensor_.bytes, r.chunk);
       replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
     }
     requests.Wait();

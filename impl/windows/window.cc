@@ -64,6 +64,17 @@ void Window::Accumulate(int slot, const void* data, double weight, bool has_p, d
   if (has_p) p_buffers_[s] += p;
 }
 
+const void* Window::StageForSend(const void* data, size_t bytes) {
+  if (send_stage_bytes_ < bytes) {
+    for (auto& buffer : send_stage_) buffer.reset(new char[bytes]);
+    send_stage_bytes_ = bytes;
+  }
+  char* stage = send_stage_[send_turn_].get();
+  send_turn_ ^= 1;
+  std::memcpy(stage, data, bytes);
+  return stage;
+}
+
 void Window::Snapshot(void* dst) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (device_) {

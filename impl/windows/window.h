@@ -57,6 +57,11 @@ class Window {
   // A consistent copy of the window tensor (for a remote get).
   void Snapshot(void* dst);
 
+  // --- send side (executor: one operation at a time) ---
+  // Copies `bytes` bytes of `data` (a tensor being put) into one of two buffers used in
+  // turn and returns it; see TransferOp::Write.
+  const void* StageForSend(const void* data, size_t bytes);
+
   // --- local operations (caller thread) ---
   // tensor = self_weight * tensor + sum w_r buffer_r (see starling_window_update);
   // with_p: p is combined with the same weights.
@@ -98,6 +103,10 @@ class Window {
   std::vector<int64_t> versions_;
   std::vector<double> p_buffers_;
   double p_ = 1.0;
+
+  std::unique_ptr<char[]> send_stage_[2];
+  size_t send_stage_bytes_ = 0;
+  int send_turn_ = 0;
 
   std::mutex slot_mutex_;
   std::condition_variable slot_cv_;
