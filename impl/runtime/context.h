@@ -51,6 +51,18 @@ struct TopologyState {
   mutable std::shared_ptr<const void> default_neighbor_plan;
 };
 
+// starling_context_repair.
+struct RepairOptions {
+  std::shared_ptr<const topology::Graph> graph;  // null: regenerate the current one
+  bool weighted = false;
+};
+struct RepairResult {
+  int old_rank = 0, old_size = 1, new_rank = 0, new_size = 1;
+  std::vector<int> old_to_new;  // by old rank: the new rank, or -1 (failed)
+  std::vector<int> failed;      // old ranks, ascending
+  std::string topology;         // how the topology was rebuilt
+};
+
 class Context {
  public:
   // Collective over the communicator. Throws Error.
@@ -129,6 +141,23 @@ class Context {
   // True once destroy must stay local: aborted, or a peer is known to be gone.
   bool local_teardown() const { return aborted() || peer_failed_.load(std::memory_order_acquire); }
 
+  // --- fault tolerance (ULFM; see transport/mpi/ulfm.h and impl/runtime/repair.cc) ---
+  // True when MPI reports failures itself and the context can be repaired.
+  bool fault_tolerant() const { return transport_ && transport_->fault_tolerant(); }
+  // Collective over the survivors: revokes, stops this rank's operations (queued ones
+  // fail with the context's error), shrinks the communicator, renumbers the ranks,
+  // installs options.graph or the regenerated topology and clears the other modules'
+  // state. `detach` runs once nothing executes (before the old communicators go),
+  // `attach` once the new ones are in place (both on the calling thread). On error
+  // (a rank failed meanwhile: kPeerFailed) the context stays failed and repair may be
+  // called again. Throws Error(kUnsupported) without ULFM.
+  RepairResult Repair(const RepairOptions& options, const std::function<void()>& detach,
+                      const std::function<void(const RepairResult&)>& attach);
+  // With ULFM: "" while MPI knows of no failed rank, else a message naming them.
+  std::string KnownFailures() const;
+  // Drops every module's per-context state except that of type `keep`.
+  void ClearExtensionsExcept(std::type_index keep);
+
   // --- peer failure detection (wait loops; any thread) ---
   // Probes the processes of the given ranks that run on this host (see
   // common/process.h). Returns "" if all are alive, else a message naming the gone
@@ -157,6 +186,7 @@ class Context {
   transport::Layout layout_;
   int rank_ = 0;
   int size_ = 1;
+  int nodes_per_machine_ = 0;  // as created (repair recomputes the layout with it)
   bool holds_mpi_ = false;
   bool destroyed_ = false;
   std::mutex destroy_mutex_;
