@@ -12,8 +12,8 @@
 namespace starling::launcher {
 namespace {
 
-// /proc/PID/stat fields after "(comm)": state (3), ppid, pgrp (5) ... exit_code (52).
-bool ReadStat(pid_t pid, char* state, pid_t* pgrp, int* exit_code) {
+// /proc/PID/stat fields after "(comm)": state (3), ppid (4) ... exit_code (52).
+bool ReadStat(pid_t pid, char* state, pid_t* ppid, int* exit_code) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
   if (!in || !std::getline(in, text)) return false;
@@ -24,7 +24,7 @@ bool ReadStat(pid_t pid, char* state, pid_t* pgrp, int* exit_code) {
   for (std::string w; fields >> w;) f.push_back(w);
   if (f.size() < 3) return false;
   *state = f[0].empty() ? '?' : f[0][0];
-  *pgrp = static_cast<pid_t>(std::atol(f[2].c_str()));
+  *ppid = static_cast<pid_t>(std::atol(f[1].c_str()));
   *exit_code = f.size() >= 50 ? std::atoi(f[49].c_str()) : -1;  // field 52 is f[49]
   return true;
 }
@@ -51,33 +51,62 @@ std::string Describe(int status) {
 }  // namespace
 
 void RankWatch::Scan() {
+  // The ranks are descendants of mpirun (Open MPI 5's launcher puts them in process
+  // groups of their own): collect every process's parent, then walk down from mpirun.
   DIR* dir = opendir("/proc");
   if (dir == nullptr) return;
+  std::map<pid_t, pid_t> parent_of;
   while (dirent* e = readdir(dir)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || ranks_.count(static_cast<pid_t>(pid))) continue;
+    if (end == e->d_name || *end != '\0') continue;
     char state = '?';
-    pid_t pgrp = 0;
+    pid_t ppid = 0;
     int exit_code = 0;
-    if (!ReadStat(static_cast<pid_t>(pid), &state, &pgrp, &exit_code) || pgrp != group_ || state == 'Z') continue;
-    const int rank = RankOf(static_cast<pid_t>(pid));
-    if (rank >= 0) ranks_[static_cast<pid_t>(pid)].rank = rank;
+    if (ReadStat(static_cast<pid_t>(pid), &state, &ppid, &exit_code) && state != 'Z')
+      parent_of[static_cast<pid_t>(pid)] = ppid;
   }
   closedir(dir);
+  for (const auto& [pid, ppid] : parent_of) {
+    if (ranks_.count(pid)) continue;
+    bool descendant = false;
+    for (pid_t p = ppid; p > 1 && !descendant; ) {
+      descendant = p == root_;
+      auto it = parent_of.find(p);
+      if (it == parent_of.end()) break;
+      p = it->second;
+    }
+    if (!descendant) continue;
+    const int rank = RankOf(pid);
+    if (rank >= 0) ranks_[pid].rank = rank;
+  }
 }
 
 std::vector<std::string> RankWatch::Poll(std::chrono::steady_clock::duration settle) {
-  Scan();
   std::vector<std::string> lines;
   const auto now = std::chrono::steady_clock::now();
+  // Walking all of /proc is the expensive part: every 50 ms, until every rank is known
+  // (ranks on other hosts never are: then it goes on, at that pace).
+  if (static_cast<int>(ranks_.size()) < expected_ && now >= next_scan_) {
+    Scan();
+    next_scan_ = now + std::chrono::milliseconds(50);
+  }
+  // A rank gone without a visible status counts as dead once another rank outlived it
+  // by `settle`: ranks that finish normally end together.
+  int alive = 0;
+  for (auto& [pid, r] : ranks_) {
+    char state = '?';
+    pid_t ppid = 0;
+    int exit_code = 0;
+    if (!r.gone && ReadStat(pid, &state, &ppid, &exit_code) && state != 'Z') ++alive;
+  }
   for (auto& [pid, r] : ranks_) {
     if (r.reported) continue;
     if (!r.gone) {
       char state = '?';
-      pid_t pgrp = 0;
+      pid_t ppid = 0;
       int exit_code = 0;
-      const bool exists = ReadStat(pid, &state, &pgrp, &exit_code);
+      const bool exists = ReadStat(pid, &state, &ppid, &exit_code);
       if (exists && state != 'Z') continue;
       r.gone = true;
       r.gone_at = now;
@@ -88,12 +117,34 @@ std::vector<std::string> RankWatch::Poll(std::chrono::steady_clock::duration set
       r.reported = true;
       continue;
     }
-    if (r.how.empty() && now - r.gone_at < settle) continue;
+    if (r.how.empty() && (alive == 0 || now - r.gone_at < settle)) continue;
     r.reported = true;
     ++died_;
     lines.push_back("rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) + ") died: " +
                     (r.how.empty() ? "killed or exited (mpirun took its exit status)" : r.how) +
                     "; the other ranks go on");
+  }
+  return lines;
+}
+
+std::vector<std::string> RankWatch::Finish(std::chrono::steady_clock::duration settle) {
+  std::vector<std::string> lines = Poll(settle);
+  // mpirun is gone, so are all ranks: those that ended well before the last one died.
+  const auto now = std::chrono::steady_clock::now();
+  auto last = std::chrono::steady_clock::time_point::min();
+  for (auto& [pid, r] : ranks_) {
+    if (!r.gone) {
+      r.gone = true;
+      r.gone_at = now;
+    }
+    last = std::max(last, r.gone_at);
+  }
+  for (auto& [pid, r] : ranks_) {
+    if (r.reported || !r.how.empty() || last - r.gone_at < settle) continue;
+    r.reported = true;
+    ++died_;
+    lines.push_back("rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) +
+                    ") died: killed or exited (mpirun took its exit status); the other ranks went on");
   }
   return lines;
 }

@@ -77,7 +77,7 @@ const char* SignalName(int sig) {
 
 // Runs the command and waits for it. Returns the launcher's exit status.
 // watch_ranks (--fault-tolerant): report ranks that die while the job goes on.
-int Supervise(const std::vector<std::string>& command, double timeout_seconds, bool watch_ranks) {
+int Supervise(const std::vector<std::string>& command, double timeout_seconds, bool watch_ranks, int num_proc) {
   // Take SIGINT, SIGTERM, SIGHUP and SIGCHLD synchronously: install a handler (a
   // background job of a non-interactive shell starts with SIGINT ignored, and an
   // ignored signal would be lost), then block them and wait with sigtimedwait.
@@ -130,7 +130,7 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
   };
 
   int wait_status = 0;
-  RankWatch watch(child);
+  RankWatch watch(child, num_proc);
   for (;;) {
     pid_t done = waitpid(child, &wait_status, WNOHANG);
     if (done == child) break;
@@ -179,6 +179,9 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
   if (stopping) killpg(child, SIGKILL);
 
   if (stopping) return stop_status;
+  if (watch_ranks) {
+    for (const std::string& line : watch.Finish()) std::fprintf(stderr, "starlingrun: %s\n", line.c_str());
+  }
   if (watch_ranks && watch.died() > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
     std::fprintf(stderr, "starlingrun: %d rank(s) died; the survivors finished\n", watch.died());
   }
@@ -247,7 +250,7 @@ int Main(int argc, char** argv) {
   if (options.verbose) {
     std::fprintf(stderr, "starlingrun: %s\n", FormatCommandLine(command.argv).c_str());
   }
-  return Supervise(command.argv, options.timeout_seconds, options.fault_tolerant);
+  return Supervise(command.argv, options.timeout_seconds, options.fault_tolerant, options.num_proc);
 }
 
 }  // namespace

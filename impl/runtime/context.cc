@@ -33,8 +33,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     const int nodes = options.nodes_per_machine > 0 ? options.nodes_per_machine : context->config_.nodes_per_machine;
     context->nodes_per_machine_ = nodes;
     context->layout_ = context->transport_->ComputeLayout(nodes);
-    Context* self = context.get();
-    context->transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
+    context->WireTransport();
     SetLogRank(context->rank_);
     // BlueFog's default: the unweighted exponential-2 graph.
     auto initial = std::make_shared<TopologyState>();
@@ -201,6 +200,18 @@ void Context::Abort() {
   if (aborted_.exchange(true)) return;
   STARLING_LOG_INFO("context aborted (starling_context_abort)");
   if (engine_) engine_->Abort();
+}
+
+void Context::WireTransport() {
+  Context* self = this;  // the transport is owned by the context
+  transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
+  transport_->SetFailureProbe([self] {
+    std::set<int> everyone;
+    for (int r = 0; r < self->size_; ++r) everyone.insert(r);
+    std::vector<int> gone;
+    self->ProbePeers(everyone, &gone);
+    return gone;
+  });
 }
 
 std::string Context::KnownFailures() const {

@@ -165,6 +165,8 @@ class Context {
   // Only awaited ranks are probed by waits: a rank that finished its part and exited
   // is not a failure for a wait that does not need it.
   std::string ProbePeers(const std::set<int>& ranks, std::vector<int>* gone = nullptr) const;
+  // The transport's describer and failure probe (Create and Repair).
+  void WireTransport();
   // Tells every other rank (except `gone`) that a peer is gone, so that ranks waiting
   // for a survivor that stopped at this failure fail too, naming the gone rank. Sent
   // once per context, on its own channel; nothing waits for delivery.

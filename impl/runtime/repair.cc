@@ -87,12 +87,11 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
       Quarantine(std::shared_ptr<transport::MpiTransport>(std::move(old)));
     }
     transport_ = std::move(fresh);
-    Context* self = this;
-    transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
   }
   rank_ = result.new_rank;
   size_ = result.new_size;
   layout_ = std::move(layout);
+  WireTransport();
   SetLogRank(rank_);
   {
     std::lock_guard<std::mutex> lock(topology_mutex_);

@@ -1,7 +1,7 @@
 // A job on Open MPI 5 under `mpirun --with-ft ulfm` in which ranks die and the
 // survivors repair the context and compute exact results; run by run_ulfm_test.py.
 //
-//   ulfm_program <scenario>
+//   ulfm_program <scenario> [linger]   (linger: seconds the survivors wait before exiting)
 //
 // The victim (rank 1) dies by SIGKILL, sent by a thread of its own while its main
 // thread is inside the scenario's operation (or at the scenario's chosen point):
@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -134,6 +135,7 @@ void CheckResults(starling_context_t ctx, starling_window_t win, Tensor* window_
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "allreduce";
+  const double linger = argc > 2 ? std::atof(argv[2]) : 0.0;  // survivors' seconds before exiting
   starling_context_t ctx;
   if (starling_context_create(nullptr, &ctx) != STARLING_SUCCESS) {
     std::fprintf(stderr, "context_create: %s\n", starling_last_error());
@@ -282,6 +284,7 @@ int main(int argc, char** argv) {
     for (int d : dead) Expect(original[static_cast<size_t>(d)] == -1, "a dead rank kept a number");
     CheckResults(ctx, win, &wt);
     if (win != nullptr) Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
+    std::this_thread::sleep_for(std::chrono::duration<double>(linger));
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
     std::printf("SURVIVOR rank=%d ok=1 detect_mono=%.6f repaired_mono=%.6f repair_s=%.6f new_rank=%d new_size=%d "
                 "message=%s\n",

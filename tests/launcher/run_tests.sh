@@ -133,8 +133,8 @@ fi
 # ---- --fault-tolerant ---------------------------------------------------------------
 if [[ $MPI_MAJOR -ge 5 ]]; then
   if [[ -n $ULFM_PROGRAM ]]; then
-    # Rank 1 is SIGKILLed mid-allreduce; the survivors repair and finish.
-    run --fault-tolerant -np 3 -- "$ULFM_PROGRAM" allreduce
+    # Rank 1 is SIGKILLed mid-allreduce; the survivors repair, go on for 1 s and finish.
+    run --fault-tolerant -np 3 -- "$ULFM_PROGRAM" allreduce 1
     check "--fault-tolerant: the job survives a dead rank and exits 0 (got $rc)" test "$rc" -eq 0
     check "--fault-tolerant: both survivors finished" test "$(grep -c '^SURVIVOR .* ok=1' "$WORK/out")" -eq 2
     check "--fault-tolerant: the launcher reports that rank 1 died" grep -q "starlingrun: rank 1 (pid [0-9]*) died" "$WORK/err"
