@@ -54,6 +54,9 @@ def main():
             continue
         if death is None:
             continue
+        if "pushsum_value" in fields:
+            print(f"  rank {fields['rank']}: push-sum agrees on {fields['pushsum_value']} (survivors' p total "
+                  f"{fields['pushsum_p_total']}; the old world's average was {fields['old_average']})")
         detect = float(fields["detect_mono"]) - death
         recover = float(fields["repaired_mono"]) - death
         detections.append(detect)

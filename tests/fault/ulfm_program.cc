@@ -11,6 +11,8 @@
 //   win_put / win_get / win_accumulate   one-sided window operations in a loop
 //   mutex             after taking the mutex of rank 2's slot for it (the survivors'
 //                     rank 2 then waits for that mutex, the others in a barrier)
+//   pushsum           push-sum over a window with associated p; survivors go on after
+//                     the repair and must agree on total x / total p
 //   fused             after submitting half of a batch of 64 small nonblocking
 //                     allreduces (they fuse); survivors wait on every request
 //   repair            as allreduce, then the last rank dies while the others are
@@ -131,6 +133,53 @@ void CheckResults(starling_context_t ctx, starling_window_t win, Tensor* window_
   }
 }
 
+// One push-sum step: half of x and p to one out-neighbor (rotating), then collect.
+int PushSumStep(starling_context_t ctx, starling_window_t win, Tensor* x) {
+  static int step = 0;
+  int out[64], count = 0;
+  int s = starling_out_neighbors(ctx, out, 64, &count);
+  if (s != STARLING_SUCCESS) return s;
+  if (count > 0) {
+    const int target = out[step++ % count];
+    const double half = 0.5;
+    starling_window_args_t args = STARLING_WINDOW_ARGS_INIT;
+    args.num_ranks = 1;
+    args.ranks = &target;
+    args.weights = &half;
+    args.self_weight = 0.5;
+    s = starling_window_accumulate(win, &x->t, &args);
+    if (s != STARLING_SUCCESS) return s;
+  }
+  return starling_window_update_then_collect(win, 0);
+}
+
+// After the repair: push-sum goes on over the survivors until it agrees. Every
+// survivor's x/p must equal the survivors' total x / total p (push-sum conserves both
+// from the repair on); returns what that value is next to the old world's average.
+std::string PushSumAfterRepair(starling_context_t ctx, starling_window_t win, Tensor* x, int old_size) {
+  for (int i = 0; i < 300; ++i) Expect(PushSumStep(ctx, win, x) == STARLING_SUCCESS, "push-sum step after repair");
+  Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier");
+  Expect(starling_window_update_then_collect(win, 0) == STARLING_SUCCESS, "final collect");
+  double p = 0;
+  Expect(starling_window_associated_p(win, &p) == STARLING_SUCCESS, "associated p");
+  Tensor mass(2), total(2), ratio(1), high(1), low(1);
+  mass.data = {x->data[0], p};
+  Expect(starling_allreduce(ctx, &mass.t, &total.t, STARLING_SUM, "mass") == STARLING_SUCCESS, "allreduce mass");
+  ratio.data[0] = x->data[0] / p;
+  Expect(starling_allreduce(ctx, &ratio.t, &high.t, STARLING_MAX, "max") == STARLING_SUCCESS, "allreduce max");
+  Expect(starling_allreduce(ctx, &ratio.t, &low.t, STARLING_MIN, "min") == STARLING_SUCCESS, "allreduce min");
+  const double value = total.data[0] / total.data[1];
+  Expect(high.data[0] - low.data[0] <= 1e-9 * value, "push-sum did not reach consensus: x/p from " +
+                                                         std::to_string(low.data[0]) + " to " +
+                                                         std::to_string(high.data[0]));
+  Expect(std::fabs(ratio.data[0] - value) <= 1e-9 * value,
+         "x/p " + std::to_string(ratio.data[0]) + " != survivors' total x / total p " + std::to_string(value));
+  char note[160];
+  std::snprintf(note, sizeof note, "pushsum_value=%.6f pushsum_p_total=%.4f old_average=%.6f ", value, total.data[1],
+                (old_size + 1) / 2.0);
+  return note;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,6 +204,12 @@ int main(int argc, char** argv) {
     starling_window_t win = nullptr;
     const bool windowed = scenario.rfind("win_", 0) == 0 || scenario == "mutex";
     if (windowed) Expect(starling_window_create(ctx, &wt.t, "w", 0, &win) == STARLING_SUCCESS, "window_create");
+    const bool pushsum = scenario == "pushsum";
+    starling_window_t psw = nullptr;
+    if (pushsum) {
+      Expect(starling_set_window_associated_p_enabled(ctx, 1) == STARLING_SUCCESS, "associated p");
+      Expect(starling_window_create(ctx, &wt.t, "ps", 1, &psw) == STARLING_SUCCESS, "window_create (push-sum)");
+    }
     Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier before the failure");
 
     // --- the failure ---
@@ -224,6 +279,8 @@ int main(int argc, char** argv) {
           status = starling_window_get(win, nullptr);
         } else if (scenario == "win_accumulate") {
           status = starling_window_accumulate(win, &wt.t, nullptr);
+        } else if (pushsum) {
+          status = PushSumStep(ctx, psw, &wt);
         } else {
           Expect(false, "unknown scenario " + scenario);
         }
@@ -283,12 +340,16 @@ int main(int argc, char** argv) {
            "new rank " + std::to_string(new_rank) + ", expected " + std::to_string(below));
     for (int d : dead) Expect(original[static_cast<size_t>(d)] == -1, "a dead rank kept a number");
     CheckResults(ctx, win, &wt);
+    std::string pushsum_note;
+    if (pushsum) pushsum_note = PushSumAfterRepair(ctx, psw, &wt, size);
     if (win != nullptr) Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
+    if (psw != nullptr) Expect(starling_window_free(psw) == STARLING_SUCCESS, "window_free (push-sum)");
     std::this_thread::sleep_for(std::chrono::duration<double>(linger));
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
     std::printf("SURVIVOR rank=%d ok=1 detect_mono=%.6f repaired_mono=%.6f repair_s=%.6f new_rank=%d new_size=%d "
-                "message=%s\n",
-                rank, detect_mono, repaired_mono, repaired_mono - repair_start, new_rank, new_size, message.c_str());
+                "%smessage=%s\n",
+                rank, detect_mono, repaired_mono, repaired_mono - repair_start, new_rank, new_size,
+                pushsum_note.c_str(), message.c_str());
     std::fflush(stdout);
     return 0;
   } catch (const Failure& f) {
