@@ -280,9 +280,10 @@ typedef struct starling_repair_result {
  *   are all released.
  * - If a rank fails during the repair, every survivor's repair fails with
  *   PEER_FAILED and the context stays failed: call starling_context_repair again.
- * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, topology
- * of the wrong size), UNSUPPORTED (no ULFM: the message says what is needed), ABORTED,
- * PEER_FAILED (see above). */
+ * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size or arrays;
+ * a topology whose size is not the number of survivors, found after the shrink: the
+ * context then stays failed, call repair again with the right one), UNSUPPORTED (no
+ * ULFM: the message says what is needed), ABORTED, PEER_FAILED (see above). */
 STARLING_API starling_status_t starling_context_repair(starling_context_t ctx,
                                                        const starling_repair_options_t* options,
                                                        starling_repair_result_t* out);
