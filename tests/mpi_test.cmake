@@ -5,6 +5,8 @@ set(STARLING_MPI_ENV
   OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_orte_base_help_aggregate=0
   OMPI_MCA_hwloc_base_binding_policy=none
+  # Open MPI 5 (PRRTE) ignores the OMPI_MCA_ oversubscription variable above.
+  PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
   ${STARLING_SANITIZER_ENV})
 find_program(TIMEOUT_EXECUTABLE timeout REQUIRED)
 

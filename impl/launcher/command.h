@@ -33,6 +33,7 @@ struct Options {
   bool verbose = false;
   bool help = false;
   bool version = false;
+  bool fault_tolerant = false;  // --fault-tolerant: ULFM (Open MPI 5), survivors go on
   std::vector<std::string> mpi_args;  // --mpi-args, already split on whitespace
   std::vector<std::string> exports;   // -x NAME or NAME=VALUE, in order
   std::vector<std::string> program;   // program and its arguments
@@ -69,7 +70,11 @@ struct Environment {
   bool is_root = false;                     // effective uid 0
   int online_cores = 1;                     // sysconf(_SC_NPROCESSORS_ONLN)
   std::string hostname;                     // gethostname()
+  int mpi_major = 0;  // Open MPI major version of the mpirun to run (0: unknown, taken as 4)
 };
+
+// The major version in `mpirun --version` output ("mpirun (Open MPI) 5.0.11"), or 0.
+int ParseOpenMpiMajor(const std::string& version_output);
 
 // The environment of this process.
 Environment CurrentEnvironment();
@@ -77,6 +82,7 @@ Environment CurrentEnvironment();
 struct Command {
   std::vector<std::string> argv;      // argv[0] is mpirun (or $STARLING_MPIRUN)
   std::vector<std::string> warnings;  // things to tell the user before running
+  std::string error;                  // non-empty: refuse to run (a usage error)
 };
 
 // True when every host is this machine (so TCP can be pinned to loopback).

@@ -27,6 +27,11 @@ Options:
                               the value the ranks would get, its default and meaning)
                               and exit
   --verbose                   print the mpirun command line before running it
+  --fault-tolerant            survive dead ranks (Open MPI 5 with ULFM: mpirun --with-ft
+                              ulfm): the job goes on, the survivors' Starling calls fail
+                              with PEER_FAILED and they may repair the context; the
+                              launcher reports each rank that dies and exits 0 when the
+                              survivors finish (refused on Open MPI 4)
   --mpi-args "ARGS"           extra arguments for mpirun, appended as given (split on
                               spaces, no quoting); they win over the automatic flags below
   -x NAME[=VALUE]             also pass environment variable NAME to every rank, with

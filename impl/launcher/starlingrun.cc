@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "impl/launcher/command.h"
+#include "impl/launcher/rank_watch.h"
 
 namespace starling::launcher {
 namespace {
@@ -75,7 +76,8 @@ const char* SignalName(int sig) {
 }
 
 // Runs the command and waits for it. Returns the launcher's exit status.
-int Supervise(const std::vector<std::string>& command, double timeout_seconds) {
+// watch_ranks (--fault-tolerant): report ranks that die while the job goes on.
+int Supervise(const std::vector<std::string>& command, double timeout_seconds, bool watch_ranks, int num_proc) {
   // Take SIGINT, SIGTERM, SIGHUP and SIGCHLD synchronously: install a handler (a
   // background job of a non-interactive shell starts with SIGINT ignored, and an
   // ignored signal would be lost), then block them and wait with sigtimedwait.
@@ -128,9 +130,13 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds) {
   };
 
   int wait_status = 0;
+  RankWatch watch(child, num_proc);
   for (;;) {
     pid_t done = waitpid(child, &wait_status, WNOHANG);
     if (done == child) break;
+    if (watch_ranks) {
+      for (const std::string& line : watch.Poll()) std::fprintf(stderr, "starlingrun: %s\n", line.c_str());
+    }
     if (done < 0 && errno != EINTR) {
       std::fprintf(stderr, "starlingrun: waitpid: %s\n", std::strerror(errno));
       kill_all();
@@ -149,7 +155,8 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds) {
     }
 
     // Sleep until a signal or the next deadline (at most 1 s, as a safety net).
-    Clock::duration nap = std::chrono::seconds(1);
+    // Watching ranks: often enough to see a dead rank's exit status before mpirun reaps it.
+    Clock::duration nap = watch_ranks ? Clock::duration(std::chrono::milliseconds(5)) : std::chrono::seconds(1);
     if (has_deadline && !stopping) nap = std::min(nap, deadline - now);
     if (stopping && !killed) nap = std::min(nap, kill_at - now);
     nap = std::max(nap, Clock::duration::zero());
@@ -172,9 +179,28 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds) {
   if (stopping) killpg(child, SIGKILL);
 
   if (stopping) return stop_status;
+  if (watch_ranks) {
+    for (const std::string& line : watch.Finish()) std::fprintf(stderr, "starlingrun: %s\n", line.c_str());
+  }
+  if (watch_ranks && watch.died() > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+    std::fprintf(stderr, "starlingrun: %d rank(s) died; the survivors finished\n", watch.died());
+  }
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return 1;
+}
+
+// The Open MPI major version of `mpirun` (`mpirun --version`), 0 if unknown: Open MPI
+// 5's launcher takes different flags, and only it has ULFM.
+int MpiMajorVersion(const std::string& mpirun) {
+  const std::string line = FormatCommandLine({mpirun, "--version"}) + " 2>/dev/null";
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return 0;
+  std::string text;
+  char buffer[256];
+  while (text.size() < 4096 && std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+  pclose(pipe);
+  return ParseOpenMpiMajor(text);
 }
 
 std::string VersionString() {
@@ -215,14 +241,18 @@ int Main(int argc, char** argv) {
   std::string error = DefaultNumProc(&options);
   if (!error.empty()) return UsageError(error);
 
-  Command command = BuildCommand(options, CurrentEnvironment());
+  Environment env = CurrentEnvironment();
+  auto named = env.vars.find("STARLING_MPIRUN");
+  env.mpi_major = MpiMajorVersion(named != env.vars.end() && !named->second.empty() ? named->second : "mpirun");
+  Command command = BuildCommand(options, env);
+  if (!command.error.empty()) return UsageError(command.error);
   for (const std::string& warning : command.warnings) {
     std::fprintf(stderr, "starlingrun: warning: %s\n", warning.c_str());
   }
   if (options.verbose) {
     std::fprintf(stderr, "starlingrun: %s\n", FormatCommandLine(command.argv).c_str());
   }
-  return Supervise(command.argv, options.timeout_seconds);
+  return Supervise(command.argv, options.timeout_seconds, options.fault_tolerant, options.num_proc);
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->rank_ = context->transport_->rank();
     context->size_ = context->transport_->size();
     const int nodes = options.nodes_per_machine > 0 ? options.nodes_per_machine : context->config_.nodes_per_machine;
+    context->nodes_per_machine_ = nodes;
     context->layout_ = context->transport_->ComputeLayout(nodes);
+    context->WireTransport();
     SetLogRank(context->rank_);
     // BlueFog's default: the unweighted exponential-2 graph.
     auto initial = std::make_shared<TopologyState>();
@@ -152,11 +154,22 @@ bool Context::ServiceBackground() {
     std::atomic<bool>& busy;
     ~Release() { busy.store(false, std::memory_order_release); }
   } release{background_busy_};
-  return background_ ? background_() : false;
+  try {
+    return background_ ? background_() : false;
+  } catch (const Error& e) {
+    // The window service met a failure (the progress thread only logs it): fail the context.
+    if (e.code() == Code::kPeerFailed) MarkBroken(e.what(), Code::kPeerFailed);
+    throw;
+  }
 }
 
 void Context::MarkBroken(const std::string& reason, Code code) {
-  if (code == Code::kPeerFailed) SetTransportFailed();
+  if (code == Code::kPeerFailed) {
+    SetTransportFailed();
+    // ULFM: every survivor leaves its waits now, also waits for ranks that stopped here.
+    std::lock_guard<std::mutex> lock(notice_mutex_);
+    if (transport_) transport_->Revoke();
+  }
   std::lock_guard<std::mutex> lock(broken_mutex_);
   if (!broken_.load()) {
     broken_reason_ = reason;
@@ -177,7 +190,9 @@ void Context::CheckUsable() const {
   }
   if (!broken_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(broken_mutex_);
-  Fail(broken_code_, "the context is unusable after an earlier failure (", broken_reason_, "); destroy it");
+  const bool repairable = broken_code_ == Code::kPeerFailed && fault_tolerant();
+  Fail(broken_code_, "the context is unusable after an earlier failure (", broken_reason_, "); ",
+       repairable ? "repair it (starling_context_repair) or destroy it" : "destroy it");
 }
 
 void Context::Abort() {
@@ -185,6 +200,35 @@ void Context::Abort() {
   if (aborted_.exchange(true)) return;
   STARLING_LOG_INFO("context aborted (starling_context_abort)");
   if (engine_) engine_->Abort();
+}
+
+void Context::WireTransport() {
+  Context* self = this;  // the transport is owned by the context
+  transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
+  transport_->SetFailureProbe([self] {
+    std::set<int> everyone;
+    for (int r = 0; r < self->size_; ++r) everyone.insert(r);
+    std::vector<int> gone;
+    self->ProbePeers(everyone, &gone);
+    return gone;
+  });
+}
+
+std::string Context::KnownFailures() const {
+  if (!fault_tolerant()) return {};
+  const std::vector<int> failed = transport_->FailedRanks();
+  std::string names;
+  for (size_t i = 0; i < failed.size(); ++i)
+    names += Str(i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ", DescribeRank(failed[i]));
+  if (failed.empty()) return {};
+  return Str(names, failed.size() == 1 ? " is" : " are",
+             " gone (killed, crashed or exited; reported by ULFM); repair the context (starling_context_repair) "
+             "or destroy it");
+}
+
+void Context::ClearExtensionsExcept(std::type_index keep) {
+  std::lock_guard<std::mutex> lock(extensions_mutex_);
+  for (auto it = extensions_.begin(); it != extensions_.end();) it = it->first == keep ? std::next(it) : extensions_.erase(it);
 }
 
 std::string Context::DescribeRank(int rank) const {

@@ -54,6 +54,18 @@ struct TopologyState {
   mutable std::shared_ptr<const void> default_neighbor_plan;
 };
 
+// starling_context_repair.
+struct RepairOptions {
+  std::shared_ptr<const topology::Graph> graph;  // null: regenerate the current one
+  bool weighted = false;
+};
+struct RepairResult {
+  int old_rank = 0, old_size = 1, new_rank = 0, new_size = 1;
+  std::vector<int> old_to_new;  // by old rank: the new rank, or -1 (failed)
+  std::vector<int> failed;      // old ranks, ascending
+  std::string topology;         // how the topology was rebuilt
+};
+
 class Context {
  public:
   // Collective over the communicator. Throws Error.
@@ -132,6 +144,23 @@ class Context {
   // True once destroy must stay local: aborted, or a peer is known to be gone.
   bool local_teardown() const { return aborted() || peer_failed_.load(std::memory_order_acquire); }
 
+  // --- fault tolerance (ULFM; see transport/mpi/ulfm.h and impl/runtime/repair.cc) ---
+  // True when MPI reports failures itself and the context can be repaired.
+  bool fault_tolerant() const { return transport_ && transport_->fault_tolerant(); }
+  // Collective over the survivors: revokes, stops this rank's operations (queued ones
+  // fail with the context's error), shrinks the communicator, renumbers the ranks,
+  // installs options.graph or the regenerated topology and clears the other modules'
+  // state. `detach` runs once nothing executes (before the old communicators go),
+  // `attach` once the new ones are in place (both on the calling thread). On error
+  // (a rank failed meanwhile: kPeerFailed) the context stays failed and repair may be
+  // called again. Throws Error(kUnsupported) without ULFM.
+  RepairResult Repair(const RepairOptions& options, const std::function<void()>& detach,
+                      const std::function<void(const RepairResult&)>& attach);
+  // With ULFM: "" while MPI knows of no failed rank, else a message naming them.
+  std::string KnownFailures() const;
+  // Drops every module's per-context state except that of type `keep`.
+  void ClearExtensionsExcept(std::type_index keep);
+
   // --- peer failure detection (wait loops; any thread) ---
   // Probes the processes of the given ranks that run on this host (see
   // common/process.h). Returns "" if all are alive, else a message naming the gone
@@ -139,6 +168,8 @@ class Context {
   // Only awaited ranks are probed by waits: a rank that finished its part and exited
   // is not a failure for a wait that does not need it.
   std::string ProbePeers(const std::set<int>& ranks, std::vector<int>* gone = nullptr) const;
+  // The transport's describer and failure probe (Create and Repair).
+  void WireTransport();
   // Tells every other rank (except `gone`) that a peer is gone, so that ranks waiting
   // for a survivor that stopped at this failure fail too, naming the gone rank. Sent
   // once per context, on its own channel; nothing waits for delivery.
@@ -160,6 +191,7 @@ class Context {
   transport::Layout layout_;
   int rank_ = 0;
   int size_ = 1;
+  int nodes_per_machine_ = 0;  // as created (repair recomputes the layout with it)
   bool holds_mpi_ = false;
   bool destroyed_ = false;
   std::mutex destroy_mutex_;

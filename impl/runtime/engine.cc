@@ -61,6 +61,23 @@ void Engine::Abort() {
   }
 }
 
+void Engine::FailQueued() {
+  std::deque<std::unique_ptr<Op>> drained;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    drained.swap(queue_);
+    queued_.store(0, std::memory_order_release);
+  }
+  for (auto& op : drained) RunOne(*op);  // fails at once: the context is not usable
+}
+
+std::unique_lock<std::mutex> Engine::Quiesce() {
+  FailQueued();
+  std::unique_lock<std::mutex> lock(exec_mutex_);  // the running operation fails fast
+  FailQueued();  // what was submitted meanwhile
+  return lock;
+}
+
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   std::shared_ptr<Request> request = op->request;
   if (Timeline* timeline = context_.timeline()) timeline->Instant(op->TimelineLane(), "ENQUEUE");

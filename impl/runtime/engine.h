@@ -40,6 +40,11 @@ class Engine {
   // fail with kAborted. Any thread.
   void Abort();
 
+  // starling_context_repair (the context is failed): completes every queued operation
+  // with the context's error, waits for the running one to fail, and returns the
+  // execution lock: nothing runs until it is released.
+  std::unique_lock<std::mutex> Quiesce();
+
   // Queues `op` and returns its request. Throws Error(kShutdown) after Stop(),
   // Error(kAborted) after Abort().
   std::shared_ptr<Request> Submit(std::unique_ptr<Op> op);
@@ -60,6 +65,7 @@ class Engine {
   // lock held.
   void RunQueued(const Request* until);
   void RunOne(Op& op);
+  void FailQueued();  // Quiesce: each queued op completes with the context's error
   // Runs a fused group (group[0] first) and completes every member's request.
   void RunFused(const std::vector<std::unique_ptr<Op>>& group);
   // Moves into `group` the queued ops that can fuse with group[0]. Queue lock held.

@@ -25,6 +25,7 @@ void WaitMonitor::CheckAborted() const {
 namespace {
 // A wait shorter than this is not a stall: failure notices are not even looked at.
 constexpr double kNoticeAfterSeconds = 0.01;
+constexpr double kFailurePollSeconds = 0.002;
 }  // namespace
 
 [[noreturn]] void WaitMonitor::PeerFailed(const std::string& reason) {
@@ -41,6 +42,13 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
     // stopped at that failure would otherwise last until the timeout.
     const std::string notice = context_.PollFailureNotice();
     if (!notice.empty()) PeerFailed(notice);
+  }
+  if (waited >= next_failure_poll_ && context_.fault_tolerant()) {
+    // ULFM knows of failures before any message to the dead rank fails (a wait on a
+    // mutex it holds sends nothing): ask it every few milliseconds.
+    next_failure_poll_ = waited + kFailurePollSeconds;
+    const std::string failed = context_.KnownFailures();
+    if (!failed.empty()) PeerFailed(failed);
   }
   if (next_probe_ > 0 && waited >= next_probe_) {
     next_probe_ = waited + config.peer_check_seconds;

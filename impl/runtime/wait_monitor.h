@@ -52,6 +52,7 @@ class WaitMonitor {
   std::chrono::steady_clock::time_point start_;
   double next_warning_;
   double next_probe_;
+  double next_failure_poll_ = 0;  // ULFM: when to ask MPI for failed ranks again
 };
 
 }  // namespace starling::runtime

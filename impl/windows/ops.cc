@@ -391,3 +391,27 @@ void CheckInNeighbors(const Window& window, const std::vector<int>& ranks, const
 }
 
 }  // namespace starling::windows
+
+namespace starling::windows {
+
+void DetachForRepair(runtime::Context& context) {
+  Registry& registry = context.Extension<Registry>();
+  if (registry.Names().empty()) return;
+  context.SetBackgroundService(nullptr, nullptr);
+  registry.service.Stop(context, 0.0);  // its receives are on the old communicators
+}
+
+void AttachAfterRepair(runtime::Context& context, const runtime::RepairResult& result) {
+  Registry& registry = context.Extension<Registry>();
+  const std::vector<std::string> names = registry.Names();
+  if (names.empty()) return;
+  std::shared_ptr<const runtime::TopologyState> topology = context.topology();
+  for (const std::string& name : names) {
+    std::shared_ptr<Window> window = registry.Find(name);
+    window->Reshape(context.rank(), context.size(), topology->graph->in_neighbors(context.rank()),
+                    topology->graph->out_neighbors(context.rank()), topology, result.old_to_new);
+  }
+  StartService(context, registry);
+}
+
+}  // namespace starling::windows

@@ -35,6 +35,10 @@ std::shared_ptr<Window> FindWindow(runtime::Context& context, const std::string&
 std::vector<std::string> WindowNames(runtime::Context& context);
 void SetAssociatedP(runtime::Context& context, bool enabled);
 bool AssociatedP(runtime::Context& context);
+// starling_context_repair: stops answering requests (before the communicators go),
+// then reshapes every window over the survivors and serves them again.
+void DetachForRepair(runtime::Context& context);
+void AttachAfterRepair(runtime::Context& context, const runtime::RepairResult& result);
 // Validates `ranks` (each an in-neighbor) for an update / own-mutex call.
 void CheckInNeighbors(const Window& window, const std::vector<int>& ranks, const char* what);
 

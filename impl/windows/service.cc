@@ -92,8 +92,10 @@ bool Service::Poll(runtime::Context& context, Registry& registry) {
       if (!transport.Test(ticket_, &completion)) break;
     } catch (const Error& e) {
       // Longer than any request: the sender is out of step; it gets no reply.
-      posted_ = false;
-      if (e.code() == Code::kTransport) throw;
+      posted_ = ticket_.active;  // still posted after ULFM's "failure pending" (any source)
+      // A failed transport or a dead peer (ULFM) ends the service's work: rethrown, so
+      // the wait or the progress thread fails the context instead of polling forever.
+      if (e.code() == Code::kTransport || e.code() == Code::kPeerFailed) throw;
       STARLING_LOG(LogLevel::kError, "dropped a window request: ", e.what());
       continue;
     }
@@ -185,7 +187,7 @@ bool Service::Advance(runtime::Context& context, Task& task) {
       try {
         if (!ReceivesDone(transport, task.receives, task.request.bytes, task.request.chunk)) return false;
       } catch (const Error& e) {
-        if (e.code() == Code::kTransport) throw;
+        if (e.code() == Code::kTransport || e.code() == Code::kPeerFailed) throw;
         for (Ticket& t : task.receives)
           if (t.active) transport.CancelRecv(t);
         task.code = e.code();

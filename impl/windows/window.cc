@@ -35,6 +35,51 @@ Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank
   p_buffers_.assign(in_.size(), 0.0);
 }
 
+void Window::Reshape(int rank, int size, std::vector<int> in_neighbors, std::vector<int> out_neighbors,
+                     std::shared_ptr<const runtime::TopologyState> topology, const std::vector<int>& old_to_new) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> slots(slot_mutex_);
+  const size_t bytes = std::max<size_t>(tensor_.bytes, 1);
+  std::vector<std::unique_ptr<char[]>> buffers, shadow;
+  std::vector<int64_t> versions;
+  std::vector<double> p_buffers;
+  for (int r : in_neighbors) {
+    int kept = -1;  // the old slot of new rank r, if r was an in-neighbor before
+    for (size_t s = 0; s < in_.size(); ++s) {
+      const int old = in_[s];
+      if (old >= 0 && static_cast<size_t>(old) < old_to_new.size() && old_to_new[static_cast<size_t>(old)] == r)
+        kept = static_cast<int>(s);
+    }
+    if (kept >= 0) {
+      const auto k = static_cast<size_t>(kept);
+      buffers.push_back(std::move(buffers_[k]));
+      shadow.push_back(std::move(shadow_[k]));
+      versions.push_back(versions_[k]);
+      p_buffers.push_back(p_buffers_[k]);
+      continue;
+    }
+    buffers.emplace_back(new char[bytes]);
+    shadow.emplace_back(new char[bytes]);
+    if (device_ || tensor_.bytes == 0) {
+      std::memset(buffers.back().get(), 0, bytes);
+    } else {
+      std::memcpy(buffers.back().get(), tensor_.data, tensor_.bytes);
+    }
+    versions.push_back(0);
+    p_buffers.push_back(0.0);
+  }
+  buffers_ = std::move(buffers);
+  shadow_ = std::move(shadow);
+  versions_ = std::move(versions);
+  p_buffers_ = std::move(p_buffers);
+  rank_ = rank;
+  in_ = std::move(in_neighbors);
+  out_ = std::move(out_neighbors);
+  topology_ = std::move(topology);
+  slot_holder_.assign(static_cast<size_t>(size), kFree);
+  slot_cv_.notify_all();
+}
+
 int Window::SlotOf(int rank) const {
   const auto it = std::lower_bound(in_.begin(), in_.end(), rank);
   return it != in_.end() && *it == rank ? static_cast<int>(it - in_.begin()) : -1;

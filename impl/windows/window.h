@@ -87,6 +87,14 @@ class Window {
   void LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check);
   void UnlockOwnSlots(const std::vector<int>& ranks);
 
+  // starling_context_repair (nothing else runs on the context meanwhile): the window
+  // over the survivors. old_to_new[old rank] is the new rank or -1 (dead). A buffer of
+  // an in-neighbor that survives and stays an in-neighbor keeps its contents, version
+  // and p; a new in-neighbor's buffer starts as at window_create (this rank's tensor,
+  // zeros for device memory, p 0); a dead rank's buffer is dropped. Mutex slots are freed.
+  void Reshape(int rank, int size, std::vector<int> in_neighbors, std::vector<int> out_neighbors,
+               std::shared_ptr<const runtime::TopologyState> topology, const std::vector<int>& old_to_new);
+
  private:
   uint32_t id_;
   std::string name_;

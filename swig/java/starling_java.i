@@ -98,6 +98,10 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
+// Fault tolerance (ULFM) is not wrapped for Java yet: starling_fault_tolerant is.
+%ignore starling_repair_options;
+%ignore starling_repair_result;
+%ignore starling_context_repair;
 
 // ---- primitive arrays: inputs (const T*) are read, outputs (T*) copied back. NULL
 // stays NULL (the C functions accept it where the capacity is 0).

@@ -450,6 +450,9 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_window_update_args;
 %ignore starling_context_create;
 %ignore starling_get_stats;
+%ignore starling_repair_options;
+%ignore starling_repair_result;
+%ignore starling_context_repair;
 %ignore starling_neighbor_allreduce;
 %ignore starling_neighbor_allreduce_nonblocking;
 %ignore starling_neighbor_allgather;
@@ -487,6 +490,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %nothread py_window_names;
 %nothread py_window_versions;
 %nothread py_get_stats;
+%nothread py_context_repair;
 
 // ---- helpers: flat Python arguments in place of option structs -----------------------
 %inline %{
@@ -894,6 +898,40 @@ done:
   PyMem_Free(ranks);
   PyMem_Free(versions);
   return dict;
+}
+
+/* starling_context_repair with the default topology (topo NULL) or topo; returns a dict
+ * (old_rank, old_size, new_rank, new_size, old_to_new, failed). Runs without the GIL:
+ * it waits for the other survivors. */
+static PyObject* py_context_repair(starling_context_t ctx, starling_topology_t topo, int is_weighted) {
+  starling_repair_options_t options = STARLING_REPAIR_OPTIONS_INIT;
+  options.topology = topo;
+  options.is_weighted = is_weighted;
+  int old_to_new[4096], failed[4096];
+  starling_repair_result_t result = STARLING_REPAIR_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = 4096;
+  result.failed = failed;
+  result.failed_capacity = 4096;
+  starling_status_t status;
+  Py_BEGIN_ALLOW_THREADS
+  status = starling_context_repair(ctx, &options, &result);
+  Py_END_ALLOW_THREADS
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  PyObject* mapping = PyList_New(0);
+  PyObject* dropped = PyList_New(0);
+  for (int i = 0; i < result.old_size && i < 4096; ++i) {
+    PyObject* v = PyLong_FromLong(old_to_new[i]);
+    PyList_Append(mapping, v);
+    Py_DECREF(v);
+  }
+  for (int i = 0; i < result.num_failed && i < 4096; ++i) {
+    PyObject* v = PyLong_FromLong(failed[i]);
+    PyList_Append(dropped, v);
+    Py_DECREF(v);
+  }
+  return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
+                       result.new_rank, "new_size", result.new_size, "old_to_new", mapping, "failed", dropped);
 }
 
 static PyObject* py_get_stats(starling_context_t ctx) {

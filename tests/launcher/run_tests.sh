@@ -6,12 +6,15 @@
 # blocking it. Prints one line per check; exits 1 if any check failed.
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 2 || ! -x "$1" ]]; then
-  echo "usage: $0 path/to/starlingrun [path/to/starling_fault_program]" >&2
+if [[ $# -lt 1 || $# -gt 3 || ! -x "$1" ]]; then
+  echo "usage: $0 path/to/starlingrun [path/to/starling_fault_program [path/to/starling_ulfm_program]]" >&2
   exit 2
 fi
 RUN=$1
 FAULT_PROGRAM=${2:-}
+ULFM_PROGRAM=${3:-}  # tests/fault/ulfm_program (builds against Open MPI 5 only)
+# The Open MPI major version of the mpirun starlingrun will run (STARLING_MPIRUN or PATH).
+MPI_MAJOR=$("${STARLING_MPIRUN:-mpirun}" --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\)\..*/\1/p' | head -1)
 LIMIT=60                  # seconds any single starlingrun call may take
 MARK="30.$$"              # a sleep argument no other process on the machine uses
 WORK=$(mktemp -d)
@@ -62,7 +65,7 @@ wait_for_ranks() {
 run --help
 check "--help exits 0" test "$rc" -eq 0
 missing=""
-for option in -np " -n " --num-proc -H --hosts --hostfile --timeout --print-config --verbose \
+for option in -np " -n " --num-proc -H --hosts --hostfile --timeout --print-config --verbose --fault-tolerant \
               --mpi-args "-x NAME" -h --help --version STARLING_LOG_LEVEL Examples; do
   [[ $out == *"$option"* ]] || missing+=" '$option'"
 done
@@ -86,7 +89,8 @@ check "-np 2 true exits 0 (got $rc)" test "$rc" -eq 0
 run --verbose -np 4 -- true
 check "-np 4 true exits 0 on $(nproc) cores (got $rc)" test "$rc" -eq 0
 if [[ $(nproc) -lt 4 ]]; then
-  check "--oversubscribe is added for 4 ranks on $(nproc) cores" grep -q -- "--oversubscribe" "$WORK/err"
+  # Open MPI 4.1: --oversubscribe; Open MPI 5 (PRRTE): --map-by :OVERSUBSCRIBE.
+  check "oversubscription is allowed for 4 ranks on $(nproc) cores" grep -q -E -- "--oversubscribe|:OVERSUBSCRIBE" "$WORK/err"
 fi
 
 run -np 2 -- sh -c 'kill -KILL $$'
@@ -106,6 +110,7 @@ fault_survivors_gone() {
   pgrep -a -f "^$FAULT_PROGRAM " >&2 || true
   return 1
 }
+# Without --fault-tolerant a dead rank ends the job (Open MPI 5 too).
 if [[ -n $FAULT_PROGRAM ]]; then
   for scenario in collective exit0 exit3; do
     run -np 3 -- "$FAULT_PROGRAM" "$scenario"
@@ -123,6 +128,22 @@ if [[ -n $FAULT_PROGRAM ]]; then
       awk -v t="$took" -v b="$FAULT_BOUND" 'BEGIN { exit !(t >= 0 && t < b) }'
     check "no rank of the $scenario job is left behind" fault_survivors_gone
   done
+fi
+
+# ---- --fault-tolerant ---------------------------------------------------------------
+if [[ $MPI_MAJOR -ge 5 ]]; then
+  if [[ -n $ULFM_PROGRAM ]]; then
+    # Rank 1 is SIGKILLed mid-allreduce; the survivors repair, go on for 1 s and finish.
+    run --fault-tolerant -np 3 -- "$ULFM_PROGRAM" allreduce 1
+    check "--fault-tolerant: the job survives a dead rank and exits 0 (got $rc)" test "$rc" -eq 0
+    check "--fault-tolerant: both survivors finished" test "$(grep -c '^SURVIVOR .* ok=1' "$WORK/out")" -eq 2
+    check "--fault-tolerant: the launcher reports that rank 1 died" grep -q "starlingrun: rank 1 (pid [0-9]*) died" "$WORK/err"
+    check "--fault-tolerant: and that the survivors finished" grep -q "rank(s) died; the survivors finished" "$WORK/err"
+  fi
+else
+  run --fault-tolerant -np 3 -- true
+  refused() { [[ $rc -eq 2 && $err == *"needs Open MPI 5 with ULFM"* ]]; }
+  check "--fault-tolerant is refused on Open MPI ${MPI_MAJOR:-?} with a clear message (got $rc)" refused
 fi
 
 # ---- environment ----------------------------------------------------------------

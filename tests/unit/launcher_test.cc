@@ -419,11 +419,47 @@ TEST(LauncherFormat, QuotesForTheShell) {
             "mpirun -np 2 sh -c 'echo $X' 'it'\\''s' ''");
 }
 
+TEST(LauncherVersion, ParsesOpenMpiMajor) {
+  EXPECT_EQ(ParseOpenMpiMajor("mpirun (Open MPI) 4.1.4\n\nReport bugs to ..."), 4);
+  EXPECT_EQ(ParseOpenMpiMajor("mpirun (Open MPI) 5.0.11\n"), 5);
+  EXPECT_EQ(ParseOpenMpiMajor("HYDRA build details:\n    Version: 4.1"), 0);  // MPICH
+  EXPECT_EQ(ParseOpenMpiMajor(""), 0);
+  EXPECT_EQ(ParseOpenMpiMajor("mpirun (Open MPI) x"), 0);
+}
+
+TEST(LauncherCommand, OpenMpi5Flags) {
+  Environment env = TwoCores();
+  env.mpi_major = 5;
+  // PRRTE: oversubscription through the mapping policy; no ORTE-only parameters.
+  EXPECT_TRUE(HasSeq(Argv({"-np", "3", "prog"}, env), {"--map-by", ":OVERSUBSCRIBE"}));
+  EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "--oversubscribe"));
+  EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "orte_base_help_aggregate"));
+  EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "oob_tcp_if_include"));  // PRRTE refuses lo alone
+  EXPECT_TRUE(HasSeq(Argv({"-np", "3", "prog"}, env), {"--mca", "btl_tcp_if_include", "lo"}));
+  EXPECT_FALSE(Has(Argv({"-np", "2", "prog"}, env), "--map-by"));
+  EXPECT_TRUE(Has(Argv({"-np", "3", "prog"}), "orte_base_help_aggregate"));  // 4.1 (unknown: as 4)
+}
+
+TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
+  EXPECT_TRUE(Parse({"--fault-tolerant", "-np", "3", "prog"}).fault_tolerant);
+  Environment env = TwoCores();
+  env.mpi_major = 5;
+  Command ok = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);
+  EXPECT_TRUE(ok.error.empty());
+  EXPECT_TRUE(HasSeq(ok.argv, {"--with-ft", "ulfm"}));
+  EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "--with-ft"));
+  for (int major : {4, 0}) {
+    env.mpi_major = major;
+    Command refused = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);
+    EXPECT_NE(refused.error.find("needs Open MPI 5 with ULFM"), std::string::npos) << refused.error;
+  }
+}
+
 TEST(LauncherHelp, MentionsEveryOption) {
   const std::string help = HelpText();
   for (const char* option : {"-np", "-n N", "--num-proc", "-H", "--hosts", "--hostfile",
                              "--timeout", "--print-config", "--verbose", "--mpi-args", "-x NAME",
-                             "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples",
+                             "--fault-tolerant", "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples",
                              "--interface", "plm_rsh_agent"}) {
     EXPECT_NE(help.find(option), std::string::npos) << option;
   }

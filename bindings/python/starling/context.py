@@ -121,6 +121,27 @@ class Context:
         _core.context_abort(self._handle)
 
     @property
+    def fault_tolerant(self) -> bool:
+        """True when this context survives dead ranks (Open MPI 5 with ULFM, in a job
+        started with `mpirun --with-ft ulfm` or `starlingrun --fault-tolerant`)."""
+        return bool(_core.fault_tolerant(self._handle))
+
+    def repair(self, topology: Any = None, weighted: bool = False) -> Dict[str, Any]:
+        """After a PeerFailedError: makes the context usable again over the survivors
+        (starling_context_repair). Collective over every live rank. topology: the graph
+        over the survivors (None: the same generator over the new size). Returns
+        {"old_rank", "old_size", "new_rank", "new_size", "old_to_new", "failed"}:
+        old_to_new[r] is old rank r's new rank (-1 if it died). Windows stay valid.
+        Raises UnsupportedError without ULFM."""
+        topo = None if topology is None else as_topology(topology)
+        result = _core.py_context_repair(self._handle, None if topo is None else topo._handle,
+                                         int(bool(weighted)))
+        self._rank = result["new_rank"]
+        self._size = result["new_size"]
+        self._in_neighbors = self._out_neighbors = None
+        return result
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

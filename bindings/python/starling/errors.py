@@ -7,6 +7,8 @@ problem (``ValueError`` for bad arguments, ``TimeoutError`` for timeouts, ...), 
 is also what BlueFog raised in those cases.
 """
 
+import re
+
 from . import _core
 
 
@@ -100,9 +102,21 @@ class AbortedError(StarlingError):
 
 class PeerFailedError(StarlingError):
     """A rank of the context is gone (killed, crashed, or exited without closing its
-    context); the message names it. Close the context (closing is then local)."""
+    context); the message names it and :attr:`ranks` lists the ranks it names. Close the
+    context (closing is then local), or, on Open MPI 5 with ULFM, repair it
+    (Context.repair(), starling.torch.repair()) and go on with the survivors."""
 
     status = _core.STARLING_ERR_PEER_FAILED
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        message = str(args[0]) if args else ""
+        #: The ranks the message names as gone (numbering before any repair), ascending.
+        self.ranks = sorted({int(r) for names in _GONE.findall(message) for r in re.findall(r"rank (\d+)", names)})
+
+
+# "rank 1 (pid 42 on host vm) is gone", "rank 1 and rank 3 (pid ...) are gone".
+_GONE = re.compile(r"((?:rank \d+(?: \([^()]*\))?(?:, | and )?)+) (?:is|are) gone")
 
 
 class DeviceError(StarlingError):

@@ -207,6 +207,87 @@ STARLING_API starling_status_t starling_context_abort(starling_context_t ctx);
  *   STARLING_ERR_TIMEOUT naming it (and its state). After a TIMEOUT, destroy is still
  *   collective unless starling_context_abort is called first. */
 
+/* Surviving failures (ULFM). On Open MPI 5 with User-Level Failure Mitigation, in a job
+ * started with it (`mpirun --with-ft ulfm`, `starlingrun --fault-tolerant`), a rank's
+ * death no longer ends the job, and the context can go on without it:
+ * - Detection: MPI reports the death (measured: 0.03-0.05 s after a SIGKILL on one
+ *   host, README "Surviving failures"); Starling then revokes the context's
+ *   communicators, so on EVERY surviving rank every pending and later operation of the
+ *   context fails with STARLING_ERR_PEER_FAILED and a message naming the dead rank(s)
+ *   ("rank 2 (pid 1234 on host vm) is gone ..."), also operations that do not involve
+ *   the dead rank: blocking and nonblocking calls (a request waited on later returns
+ *   the error), fused batches (every member fails), window operations and waits for
+ *   a window mutex (also one the dead rank held). Nothing hangs. A rank that learns of
+ *   the failure only through the revocation names the ranks MPI reports as failed.
+ * - Recovery: every survivor calls starling_context_repair (a collective over the
+ *   survivors), after which the context is usable again with fewer ranks.
+ * - Without ULFM (Open MPI 4.1, or a job started without it) the reliability rules
+ *   above apply (the launcher ends the job), and starling_context_repair fails with
+ *   STARLING_ERR_UNSUPPORTED saying what is needed. */
+
+/* *out = 1 when this context survives the death of a rank (ULFM built in and enabled
+ * for this job), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+STARLING_API starling_status_t starling_fault_tolerant(starling_context_t ctx, int* out);
+
+/* Options of starling_context_repair (struct_size rule, as the context options). */
+typedef struct starling_repair_options {
+  size_t struct_size;            /* sizeof(starling_repair_options_t) */
+  /* The topology over the survivors (size = survivors), the same on every survivor.
+   * NULL: the current topology's generator over the new size when it is one of
+   * Starling's generators (exponential-two, exponential and symmetric exponential
+   * with bases 2-4, mesh grid 2D with automatic shape, star around 0, the rings, fully
+   * connected); otherwise the subgraph the survivors induce (renumbered, edges to and
+   * from dead ranks dropped, other weights unchanged). BORROWED. */
+  starling_topology_t topology;
+  int is_weighted;               /* with topology: as in starling_set_topology */
+} starling_repair_options_t;
+
+#define STARLING_REPAIR_OPTIONS_INIT { sizeof(starling_repair_options_t), NULL, 0 }
+
+/* What starling_context_repair did. Arrays are the caller's, filled up to their
+ * capacity (NULL with capacity 0: not wanted). */
+typedef struct starling_repair_result {
+  size_t struct_size;        /* sizeof(starling_repair_result_t) */
+  int old_rank;              /* this rank before the repair */
+  int old_size;              /* the context's size before the repair */
+  int new_rank;
+  int new_size;
+  int num_failed;            /* ranks dropped (old numbering) */
+  int* old_to_new;           /* [old_size]: old rank -> new rank, -1 for a dropped rank */
+  int old_to_new_capacity;
+  int* failed;               /* [num_failed]: the dropped ranks, ascending (old numbering) */
+  int failed_capacity;
+} starling_repair_result_t;
+
+#define STARLING_REPAIR_RESULT_INIT { sizeof(starling_repair_result_t), 0, 0, 0, 0, 0, NULL, 0, NULL, 0 }
+
+/* Repairs a context after a failure. Collective over the SURVIVORS: every live rank
+ * calls it (after its failing call returned PEER_FAILED; no other call on the context
+ * may run meanwhile, on any thread). Also valid with no failure (nothing is dropped).
+ * - Revokes the communicators (survivors still inside a call leave it with
+ *   PEER_FAILED), fails this rank's queued operations, agrees with the other survivors
+ *   on who is alive (MPIX_Comm_shrink), renumbers the ranks in their old order
+ *   (out->old_to_new), installs the topology (see the options) and drops the machine
+ *   topology and dynamic schedules' state (set them again).
+ * - Windows stay valid handles and are reshaped over the new topology: a buffer from
+ *   an in-neighbor that survived and stays an in-neighbor keeps its contents, version
+ *   and associated p; a new in-neighbor's buffer starts as at window_create (this
+ *   rank's tensor; zeros for device tensors; p 0); the dead rank's buffers are dropped,
+ *   and so is its share of the push-sum mass: with associated p, the survivors' p
+ *   values no longer sum to the old size, and p-weighted averaging converges to the
+ *   average of what the survivors held (weighted by their p), not of the old world.
+ * - Requests of operations that failed stay valid (wait, then free them). Mutexes
+ *   are all released.
+ * - If a rank fails during the repair, every survivor's repair fails with
+ *   PEER_FAILED and the context stays failed: call starling_context_repair again.
+ * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size or arrays;
+ * a topology whose size is not the number of survivors, found after the shrink: the
+ * context then stays failed, call repair again with the right one), UNSUPPORTED (no
+ * ULFM: the message says what is needed), ABORTED, PEER_FAILED (see above). */
+STARLING_API starling_status_t starling_context_repair(starling_context_t ctx,
+                                                       const starling_repair_options_t* options,
+                                                       starling_repair_result_t* out);
+
 /* Layout queries. Local, no communication. "Machines" are groups of ranks on one host
  * (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out). */

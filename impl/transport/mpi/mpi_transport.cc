@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <mutex>
@@ -9,6 +10,11 @@
 #include <vector>
 
 #include "impl/common/error.h"
+#include "impl/transport/mpi/ulfm.h"
+
+#if STARLING_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
 
 namespace starling::transport {
 namespace {
@@ -18,6 +24,7 @@ static_assert(sizeof(MPI_Request) <= sizeof(Ticket::storage), "MPI_Request must 
 std::mutex g_lifetime_mutex;
 int g_users = 0;
 bool g_we_initialized = false;
+std::atomic<bool> g_failure_seen{false};
 
 MPI_Request& RequestOf(Ticket& ticket) { return *reinterpret_cast<MPI_Request*>(ticket.storage); }
 
@@ -98,9 +105,11 @@ void MpiLifetime::Acquire(bool may_initialize) {
   ++g_users;
 }
 
+void MpiLifetime::NoteFailure() { g_failure_seen.store(true); }
+
 void MpiLifetime::Release(bool may_finalize) {
   std::lock_guard<std::mutex> lock(g_lifetime_mutex);
-  if (--g_users == 0 && g_we_initialized && may_finalize) {
+  if (--g_users == 0 && g_we_initialized && may_finalize && !g_failure_seen.load()) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -115,6 +124,7 @@ MpiTransport::MpiTransport(MPI_Comm base) {
   MPI_Comm_set_errhandler(window_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(collective_comm_, &rank_);
   MPI_Comm_size(collective_comm_, &size_);
+  fault_tolerant_ = UlfmEnabled();
 }
 
 MpiTransport::~MpiTransport() {
@@ -138,9 +148,8 @@ MPI_Comm MpiTransport::comm_for(Channel channel) const {
 Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t bytes) {
   Ticket ticket;
   BeforeSend();
-  CheckMpi(MPI_Isend(data, CountOf(bytes), MPI_BYTE, peer, TagOf(channel), comm_for(channel),
-                     &RequestOf(ticket)),
-           "MPI_Isend");
+  Check(MPI_Isend(data, CountOf(bytes), MPI_BYTE, peer, TagOf(channel), comm_for(channel), &RequestOf(ticket)),
+        "MPI_Isend");
   AfterProgress();
   ticket.active = true;
   return ticket;
@@ -149,9 +158,8 @@ Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t b
 Ticket MpiTransport::Irecv(Channel channel, int peer, void* data, size_t capacity) {
   Ticket ticket;
   const int source = peer == kAnySource ? MPI_ANY_SOURCE : peer;
-  CheckMpi(MPI_Irecv(data, CountOf(capacity), MPI_BYTE, source, TagOf(channel), comm_for(channel),
-                     &RequestOf(ticket)),
-           "MPI_Irecv");
+  Check(MPI_Irecv(data, CountOf(capacity), MPI_BYTE, source, TagOf(channel), comm_for(channel), &RequestOf(ticket)),
+        "MPI_Irecv");
   AfterProgress();
   ticket.active = true;
   return ticket;
@@ -166,12 +174,14 @@ bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
   const int code = MPI_Test(&RequestOf(ticket), &done, &status);
   AfterProgress();
   if (code != MPI_SUCCESS) {
-    ticket.active = false;
     int error_class = MPI_ERR_OTHER;
     MPI_Error_class(code, &error_class);
+    // A wildcard receive that ULFM reports as possibly matching a dead rank stays
+    // posted (it completes with REVOKED once the communicator is revoked).
+    ticket.active = IsPendingFailureClass(error_class);
     if (error_class == MPI_ERR_TRUNCATE)
       Fail(Code::kMismatch, "a message from rank ", status.MPI_SOURCE, " was larger than expected");
-    throw Error(Code::kTransport, MpiErrorText("MPI_Test", code));
+    ThrowMpiError(code, "MPI_Test");
   }
   if (!done) return false;
   ticket.active = false;
@@ -219,8 +229,12 @@ Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double m
     const int code = MPI_Test(&RequestOf(ticket), &done, &status);
     AfterProgress();
     if (code != MPI_SUCCESS) {
-      ticket.active = false;  // the request was freed with its error
-      return CancelOutcome::kCompleted;
+      int error_class = MPI_ERR_OTHER;
+      MPI_Error_class(code, &error_class);
+      if (!IsPendingFailureClass(error_class)) {
+        ticket.active = false;  // the request was freed with its error
+        return CancelOutcome::kCompleted;
+      }
     }
     if (done || std::chrono::steady_clock::now() >= deadline) break;
     sched_yield();
@@ -237,9 +251,9 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   Layout layout;
   MPI_Comm local = MPI_COMM_NULL;
   if (nodes_per_machine > 0) {
-    CheckMpi(MPI_Comm_split(collective_comm_, rank_ / nodes_per_machine, rank_, &local), "MPI_Comm_split");
+    Check(MPI_Comm_split(collective_comm_, rank_ / nodes_per_machine, rank_, &local), "MPI_Comm_split");
   } else {
-    CheckMpi(MPI_Comm_split_type(collective_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+    Check(MPI_Comm_split_type(collective_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
              "MPI_Comm_split_type");
   }
   MPI_Comm_rank(local, &layout.local_rank);
@@ -263,7 +277,7 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   mine.layout[2] = layout.local_size;
   mine.process = ThisProcess();
   std::vector<Record> records(static_cast<size_t>(size_));
-  CheckMpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, records.data(), sizeof mine, MPI_BYTE, collective_comm_),
+  Check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, records.data(), sizeof mine, MPI_BYTE, collective_comm_),
            "MPI_Allgather");
   std::vector<int> all(3 * static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
@@ -284,6 +298,105 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
       layout.homogeneous = false;
   }
   return layout;
+}
+
+[[noreturn]] void MpiTransport::ThrowMpiError(int code, const char* call) {
+  int error_class = MPI_ERR_OTHER;
+  MPI_Error_class(code, &error_class);
+  if (!IsFailureClass(error_class)) throw Error(Code::kTransport, MpiErrorText(call, code));
+  MpiLifetime::NoteFailure();
+  Revoke();  // every survivor leaves its waits, also those for a rank that stopped here
+  // A revocation can arrive before the failure that caused it is known here.
+  // Failures are announced through the runtime and learned while MPI progresses (under
+  // load that took over 1 s); a dead rank on this host is also seen through /proc.
+  std::vector<int> failed = FailedRanks();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int round = 0; failed.empty() && std::chrono::steady_clock::now() < deadline; ++round) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);  // progresses MPI
+    sched_yield();
+    failed = FailedRanks();
+    if (failed.empty() && probe_ && round % 64 == 0) failed = probe_();
+  }
+  std::string names;
+  for (size_t i = 0; i < failed.size(); ++i)
+    names += Str(i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ",
+                 describe_ ? describe_(failed[i]) : Str("rank ", failed[i]));
+  if (failed.empty())
+    throw Error(Code::kPeerFailed, Str("a peer revoked the context's communicator (a rank failed, or a survivor "
+                                       "started starling_context_repair) (", MpiErrorText(call, code), ")"));
+  throw Error(Code::kPeerFailed, Str(names, failed.size() == 1 ? " is" : " are",
+                                     " gone (killed, crashed or exited; reported by ULFM: ", MpiErrorText(call, code),
+                                     "); repair the context (starling_context_repair) or destroy it"));
+}
+
+std::vector<int> MpiTransport::FailedRanks() const {
+  std::vector<int> ranks;
+#if STARLING_HAVE_ULFM
+  if (!fault_tolerant_) return ranks;
+  MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+#if defined(OMPI_HAVE_MPIX_COMM_GET_FAILED)
+  if (MPIX_Comm_get_failed(collective_comm_, &failed) != MPI_SUCCESS) return ranks;
+#else
+  MPIX_Comm_failure_ack(collective_comm_);
+  if (MPIX_Comm_failure_get_acked(collective_comm_, &failed) != MPI_SUCCESS) return ranks;
+#endif
+  int n = 0;
+  MPI_Group_size(failed, &n);
+  if (n > 0 && MPI_Comm_group(collective_comm_, &all) == MPI_SUCCESS) {
+    std::vector<int> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) in[static_cast<size_t>(i)] = i;
+    MPI_Group_translate_ranks(failed, n, in.data(), all, out.data());
+    for (int r : out)
+      if (r != MPI_UNDEFINED) ranks.push_back(r);
+    MPI_Group_free(&all);
+  }
+  MPI_Group_free(&failed);
+  std::sort(ranks.begin(), ranks.end());
+#endif
+  return ranks;
+}
+
+void MpiTransport::Revoke() {
+#if STARLING_HAVE_ULFM
+  if (!fault_tolerant_ || revoked_.exchange(true)) return;
+  MpiLifetime::NoteFailure();
+  failed_.store(true, std::memory_order_release);
+  MPIX_Comm_revoke(collective_comm_);
+  MPIX_Comm_revoke(window_comm_);
+#endif
+}
+
+MPI_Comm MpiTransport::Shrink() {
+  MPI_Comm shrunk = MPI_COMM_NULL;
+#if STARLING_HAVE_ULFM
+  Check(MPIX_Comm_shrink(collective_comm_, &shrunk), "MPIX_Comm_shrink");
+#else
+  Fail(Code::kUnsupported, UlfmMissing());
+#endif
+  return shrunk;
+}
+
+std::vector<int> MpiTransport::AllgatherInt(int value) {
+  std::vector<int> all(static_cast<size_t>(size_));
+  Check(MPI_Allgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, collective_comm_), "MPI_Allgather");
+  return all;
+}
+
+int MpiTransport::Agree(int flag, bool* failed) {
+  *failed = false;
+#if STARLING_HAVE_ULFM
+  const int code = MPIX_Comm_agree(collective_comm_, &flag);
+  if (code != MPI_SUCCESS) {
+    int error_class = MPI_ERR_OTHER;
+    MPI_Error_class(code, &error_class);
+    if (!IsFailureClass(error_class)) ThrowMpiError(code, "MPIX_Comm_agree");
+    *failed = true;  // the flag is still agreed among the live ranks
+  }
+#else
+  Fail(Code::kUnsupported, UlfmMissing());
+#endif
+  return flag;
 }
 
 }  // namespace starling::transport

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ class MpiLifetime {
  public:
   static void Acquire(bool may_initialize);
   static void Release(bool may_finalize = true);
+  // A rank of this job failed (ULFM reported it): MPI is never finalized from now on,
+  // as Open MPI 5.0's MPI_Finalize can wait forever for the dead rank
+  // (open-mpi/ompi#11404; measured: about 1 run in 2 hung). Any thread.
+  static void NoteFailure();
 };
 
 // Which ranks form a machine: consecutive groups of `nodes_per_machine` ranks when it
@@ -68,12 +73,48 @@ class MpiTransport final : public Transport {
   // (blocking MPI calls; used at creation).
   Layout ComputeLayout(int nodes_per_machine);
 
+  // --- ULFM (fault tolerance; see ulfm.h) ---
+  // True when this MPI has ULFM and the job was started with it enabled: MPI then
+  // reports a dead rank as MPIX_ERR_PROC_FAILED instead of the launcher killing the job.
+  bool fault_tolerant() const { return fault_tolerant_; }
+  // How messages name ranks ("rank 2 (pid 42 on host vm)"); set by the context.
+  void SetRankDescriber(std::function<std::string(int)> describe) { describe_ = std::move(describe); }
+  // Ranks found dead by other means (the context's /proc probe of same-host ranks):
+  // names the failure when only a revocation has arrived so far. Set by the context.
+  void SetFailureProbe(std::function<std::vector<int>()> probe) { probe_ = std::move(probe); }
+  // Ranks this process knows to have failed (ascending); empty without ULFM. Any thread.
+  std::vector<int> FailedRanks() const;
+  // Revokes both communicators (ULFM): every rank's pending and later operations on
+  // them fail with MPIX_ERR_REVOKED, so survivors leave waits that depend on a rank
+  // that stopped at the failure. Idempotent, any thread; nothing without ULFM.
+  void Revoke();
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // Collective over the survivors (ULFM): a new communicator without the failed
+  // ranks (the caller owns it). Throws Error(kPeerFailed) if a rank fails meanwhile.
+  MPI_Comm Shrink();
+  // Collective, blocking: every rank's value, by rank.
+  std::vector<int> AllgatherInt(int value);
+  // Collective over the communicator (ULFM): the AND of every live rank's `flag`,
+  // agreed even if ranks fail meanwhile (*failed set when one did).
+  int Agree(int flag, bool* failed);
+
  private:
   MPI_Comm comm_for(Channel channel) const;
+  // Throws: Error(kPeerFailed) naming the failed ranks for ULFM's failure classes
+  // (revoking the communicators first), else Error(kTransport).
+  [[noreturn]] void ThrowMpiError(int code, const char* call);
+  void Check(int code, const char* call) {
+    if (code != MPI_SUCCESS) ThrowMpiError(code, call);
+  }
+
+  bool fault_tolerant_ = false;
+  std::atomic<bool> revoked_{false};
+  std::function<std::string(int)> describe_;
+  std::function<std::vector<int>()> probe_;
 
   std::atomic<bool> failed_{false};
   std::atomic<int> abandoned_{0};
-    MPI_Comm collective_comm_ = MPI_COMM_NULL;
+  MPI_Comm collective_comm_ = MPI_COMM_NULL;
   MPI_Comm window_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;

@@ -97,6 +97,34 @@ end
 starling_context_options_t(; struct_size=sizeof(starling_context_options_t), use_host_comm=0, host_comm=0, nodes_per_machine=0) =
     starling_context_options_t(struct_size, use_host_comm, host_comm, nodes_per_machine)
 
+# Options of starling_context_repair (struct_size rule, as the context options).
+struct starling_repair_options_t
+    struct_size::Csize_t
+    topology::starling_topology_t
+    is_weighted::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_repair_options_t(; struct_size=sizeof(starling_repair_options_t), topology=C_NULL, is_weighted=0) =
+    starling_repair_options_t(struct_size, topology, is_weighted)
+
+# What starling_context_repair did. Arrays are the caller's, filled up to their
+# capacity (NULL with capacity 0: not wanted).
+struct starling_repair_result_t
+    struct_size::Csize_t
+    old_rank::Cint
+    old_size::Cint
+    new_rank::Cint
+    new_size::Cint
+    num_failed::Cint
+    old_to_new::Ptr{Cint}
+    old_to_new_capacity::Cint
+    failed::Ptr{Cint}
+    failed_capacity::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_repair_result_t(; struct_size=sizeof(starling_repair_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, num_failed=0, old_to_new=C_NULL, old_to_new_capacity=0, failed=C_NULL, failed_capacity=0) =
+    starling_repair_result_t(struct_size, old_rank, old_size, new_rank, new_size, num_failed, old_to_new, old_to_new_capacity, failed, failed_capacity)
+
 # Counters of a context since its creation, for tuning and monitoring. Local.
 struct starling_stats_t
     struct_size::Csize_t
@@ -333,6 +361,39 @@ end
 # Errors: INVALID_HANDLE (NULL, or already destroyed).
 function starling_context_abort(ctx)
     ccall((:starling_context_abort, libstarling), starling_status_t, (starling_context_t,), ctx)
+end
+
+# out = 1 when this context survives the death of a rank (ULFM built in and enabled
+# for this job), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+function starling_fault_tolerant(ctx, out)
+    ccall((:starling_fault_tolerant, libstarling), starling_status_t, (starling_context_t, Ptr{Cint}), ctx, out)
+end
+
+# Repairs a context after a failure. Collective over the SURVIVORS: every live rank
+# calls it (after its failing call returned PEER_FAILED; no other call on the context
+# may run meanwhile, on any thread). Also valid with no failure (nothing is dropped).
+# - Revokes the communicators (survivors still inside a call leave it with
+#   PEER_FAILED), fails this rank's queued operations, agrees with the other survivors
+#   on who is alive (MPIX_Comm_shrink), renumbers the ranks in their old order
+#   (out->old_to_new), installs the topology (see the options) and drops the machine
+#   topology and dynamic schedules' state (set them again).
+# - Windows stay valid handles and are reshaped over the new topology: a buffer from
+#   an in-neighbor that survived and stays an in-neighbor keeps its contents, version
+#   and associated p; a new in-neighbor's buffer starts as at window_create (this
+#   rank's tensor; zeros for device tensors; p 0); the dead rank's buffers are dropped,
+#   and so is its share of the push-sum mass: with associated p, the survivors' p
+#   values no longer sum to the old size, and p-weighted averaging converges to the
+#   average of what the survivors held (weighted by their p), not of the old world.
+# - Requests of operations that failed stay valid (wait, then free them). Mutexes
+#   are all released.
+# - If a rank fails during the repair, every survivor's repair fails with
+#   PEER_FAILED and the context stays failed: call starling_context_repair again.
+# out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size or arrays;
+# a topology whose size is not the number of survivors, found after the shrink: the
+# context then stays failed, call repair again with the right one), UNSUPPORTED (no
+# ULFM: the message says what is needed), ABORTED, PEER_FAILED (see above).
+function starling_context_repair(ctx, options, out)
+    ccall((:starling_context_repair, libstarling), starling_status_t, (starling_context_t, Ptr{starling_repair_options_t}, Ptr{starling_repair_result_t}), ctx, options, out)
 end
 
 # Layout queries. Local, no communication. "Machines" are groups of ranks on one host

@@ -28,6 +28,7 @@ win_handles: Dict[int, Any] = {}
 next_win_handle = itertools.count(1).__next__
 windows: Dict[str, Any] = {}   # name -> starling.Window
 
+repairs = 0                  # repair() calls so far: optimizers drop what they had in flight
 timeline_on = False          # the context writes a timeline (STARLING_TIMELINE / BLUEFOG_TIMELINE)
 timeline_warned = False
 

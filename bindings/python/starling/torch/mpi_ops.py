@@ -143,6 +143,34 @@ def abort() -> None:
     S.require_context().abort()
 
 
+def fault_tolerant() -> bool:
+    """Starling's addition: True when the job survives dead ranks (Open MPI 5 with ULFM,
+    started with `starlingrun --fault-tolerant`); then repair() follows a PeerFailedError."""
+    return S.require_context().fault_tolerant
+
+
+def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> Dict[str, Any]:
+    """Starling's addition: after a starling.PeerFailedError, every surviving rank calls
+    repair() and training goes on with the survivors: ranks are renumbered (size() and
+    rank() change), the topology is rebuilt (the same generator over the new size, or
+    `topology`), windows stay and lose the dead ranks' buffers. Handles of operations
+    that were pending are dropped (their results are lost; the optimizers start their
+    next communication afresh). Returns {"old_rank", "old_size", "new_rank", "new_size",
+    "old_to_new", "failed"}. Collective over the survivors."""
+    context = S.require_context()
+    result = context.repair(topology, is_weighted)
+    for request in list(S.handles.values()):
+        try:
+            request.wait()
+        except Exception:  # the operation failed with the peer: its result is gone
+            pass
+    S.handles.clear()
+    S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
+    S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
+    S.repairs += 1
+    return result
+
+
 def size() -> int:
     """Number of ranks."""
     return S.require_context()._size
@@ -756,7 +784,7 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "shutdown", "abort", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "shutdown", "abort", "repair", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",

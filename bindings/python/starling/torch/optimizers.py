@@ -82,11 +82,26 @@ class _Distributed:
         self._hooks: List[Any] = []
         self._timeline_hooks: List[Any] = []
         self._active = mpi_ops.size() > 1
+        self._repairs_seen = _state.repairs
         if _state.timeline_on:
             self.turn_on_timeline()
 
+    def _after_repair(self) -> None:
+        """After starling.torch.repair() (a rank died): what was in flight is gone, so
+        the next step communicates afresh, over the survivors."""
+        if self._repairs_seen == _state.repairs:
+            return
+        self._repairs_seen = _state.repairs
+        self._active = mpi_ops.size() > 1
+        getattr(self, "_handles", {}).clear()
+        for name in ("_reduce_delay", "_allreduce_delay"):
+            counters = getattr(self, name, {})
+            for p in counters:  # in place: a caller may hold the dict
+                counters[p] = self._num_steps
+
     def _count(self, counters: Dict[Any, int], p: Any) -> bool:
         """Decrements p's counter; True when it reaches 0 (time to communicate)."""
+        self._after_repair()  # hooks of the first step after a repair count afresh
         if counters[p] <= 0:
             if not self._warned:
                 self._warned = True
@@ -191,6 +206,7 @@ class _Combining(_Distributed):
 
     def synchronize(self) -> None:
         """Waits for the averaging launched by the hooks and installs the results."""
+        self._after_repair()
         with torch.no_grad():
             for p, handle in self._handles.items():
                 if handle is not None:
@@ -214,6 +230,7 @@ class _AdaptWithCombine(_Combining):
                 self._handles[p] = self._communicate(p)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        self._after_repair()
         if self._active and self._should_synchronize:
             self.synchronize()
         return super().step(closure)
@@ -261,6 +278,7 @@ class _AdaptThenCombine(_Combining):
                          "register one with optimizer.register_step_function(func(optimizer, p, grad, group))")
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        self._after_repair()
         if not (self._active and self._handles):
             return super().step(closure)  # a local step between communications
         delays = [self._step_delay[p] for p in self._names if p.requires_grad]
@@ -299,6 +317,7 @@ class _GradientAllreduce(_Distributed):
     def synchronize(self) -> None:
         """Averages the gradients of parameters whose hooks did not fire, then waits for
         every gradient allreduce and installs the averages."""
+        self._after_repair()
         for p in self._names:
             if p.requires_grad and p not in self._handles:
                 if p.grad is None:
@@ -311,11 +330,13 @@ class _GradientAllreduce(_Distributed):
         self._handles.clear()
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        self._after_repair()
         if self._active and self._should_synchronize:
             self.synchronize()
         return super().step(closure)
 
     def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        self._after_repair()
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
@@ -343,6 +364,7 @@ class _Windowed(_Distributed):
         self._hooks = [m.register_forward_hook(self._forward_hook) for m in self._models]
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        self._after_repair()
         if self._active and self._should_synchronize:
             if self.force_barrier:
                 mpi_ops.barrier()
@@ -399,6 +421,7 @@ class _WindowOptimizer(_Windowed):
                                                                    dst_weights=self.dst_weights, require_mutex=False)
 
     def synchronize(self) -> None:
+        self._after_repair()
         with torch.no_grad():
             for p, handle in self._handles.items():
                 mpi_ops.win_wait(handle)
@@ -452,6 +475,7 @@ class _PushSum(_Windowed):
                                                                       require_mutex=True)
 
     def synchronize(self) -> None:
+        self._after_repair()
         with torch.no_grad():
             for p, handle in self._handles.items():
                 mpi_ops.win_wait(handle)

@@ -1,0 +1,47 @@
+// starlingrun --fault-tolerant: notices ranks on this machine that end while the job
+// runs, and says which rank and how. The ranks are found as mpirun's descendants in
+// /proc (by their OMPI_COMM_WORLD_RANK); how one ended is read from its zombie's exit
+// code when the poll sees it before mpirun reaps it, else reported as "killed or exited".
+#ifndef STARLING_IMPL_LAUNCHER_RANK_WATCH_H_
+#define STARLING_IMPL_LAUNCHER_RANK_WATCH_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace starling::launcher {
+
+class RankWatch {
+ public:
+  // expected: how many ranks to look for (the full /proc walk stops once all are found).
+  RankWatch(pid_t mpirun, int expected) : root_(mpirun), expected_(expected) {}
+  // Learns new ranks and returns one line per rank found dead since the last call. A
+  // rank that vanished without a visible exit status is reported once another rank has
+  // outlived it by `settle` (ranks that finish normally end together).
+  std::vector<std::string> Poll(std::chrono::steady_clock::duration settle = std::chrono::milliseconds(200));
+  // After mpirun exited: the last lines (ranks that ended `settle` before the last one).
+  std::vector<std::string> Finish(std::chrono::steady_clock::duration settle = std::chrono::milliseconds(100));
+  int died() const { return died_; }
+
+ private:
+  struct Rank {
+    int rank = -1;
+    bool gone = false;
+    bool reported = false;
+    std::string how;  // from the zombie's exit code, if seen
+    std::chrono::steady_clock::time_point gone_at;
+  };
+  void Scan();
+  pid_t root_;
+  int expected_;
+  std::chrono::steady_clock::time_point next_scan_{};
+  std::map<pid_t, Rank> ranks_;
+  int died_ = 0;
+};
+
+}  // namespace starling::launcher
+
+#endif  // STARLING_IMPL_LAUNCHER_RANK_WATCH_H_

@@ -1,0 +1,117 @@
+// Context::Repair: the survivors of a failure make a smaller context of themselves
+// (ULFM: revoke, shrink, agree). See starling_context_repair in starling.h.
+#include <algorithm>
+
+#include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
+#include "impl/runtime/context.h"
+#include "impl/topology/regenerate.h"
+#include "impl/transport/mpi/ulfm.h"
+
+namespace starling::runtime {
+
+RepairResult Context::Repair(const RepairOptions& options, const std::function<void()>& detach,
+                             const std::function<void(const RepairResult&)>& attach) {
+  std::lock_guard<std::mutex> destroy_lock(destroy_mutex_);
+  STARLING_CHECK(!destroyed_, Code::kInvalidHandle, "the context was destroyed");
+  STARLING_CHECK(!aborted(), Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
+  STARLING_CHECK(fault_tolerant(), Code::kUnsupported, "starling_context_repair: ", transport::UlfmMissing());
+  if (options.graph) {
+    STARLING_CHECK_ARG(options.graph->size() >= 1, "the repair topology is empty");
+  }
+  // Stop: running waits end (they see the context failed), the other survivors leave
+  // theirs (revoked communicators), nothing new starts on this rank.
+  MarkBroken("the context is being repaired (starling_context_repair)", Code::kPeerFailed);
+  std::unique_lock<std::mutex> exec = engine_->Quiesce();
+  if (detach) detach();
+  SetBackgroundService(nullptr, nullptr);  // detach stopped the window service
+
+  // Shrink and renumber. A rank failing from here on makes every survivor's repair fail
+  // with kPeerFailed (the agreement below is uniform); the old communicators stay, so
+  // repair can be called again and shrinks them anew.
+  RepairResult result;
+  result.old_rank = rank_;
+  result.old_size = size_;
+  std::unique_ptr<transport::MpiTransport> fresh;
+  transport::Layout layout;
+  std::shared_ptr<TopologyState> topology;
+  try {
+    MPI_Comm shrunk = transport_->Shrink();
+    fresh = std::make_unique<transport::MpiTransport>(shrunk);
+    MPI_Comm_free(&shrunk);
+    const std::vector<int> old_ranks = fresh->AllgatherInt(rank_);
+    result.new_rank = fresh->rank();
+    result.new_size = fresh->size();
+    result.old_to_new.assign(static_cast<size_t>(size_), -1);
+    for (int n = 0; n < result.new_size; ++n) {
+      const int old = old_ranks[static_cast<size_t>(n)];
+      STARLING_CHECK(old >= 0 && old < size_ && result.old_to_new[static_cast<size_t>(old)] < 0, Code::kInternal,
+                     "repair: survivors reported inconsistent ranks");
+      result.old_to_new[static_cast<size_t>(old)] = n;
+    }
+    for (int r = 0; r < size_; ++r)
+      if (result.old_to_new[static_cast<size_t>(r)] < 0) result.failed.push_back(r);
+    layout = fresh->ComputeLayout(nodes_per_machine_);
+    topology = std::make_shared<TopologyState>();
+    if (options.graph) {
+      STARLING_CHECK_ARG(options.graph->size() == result.new_size, "the repair topology has ", options.graph->size(),
+                         " ranks but ", result.new_size, " survived");
+      topology->graph = options.graph;
+      topology->weighted = options.weighted;
+      result.topology = "given";
+    } else {
+      const std::shared_ptr<const TopologyState> current = this->topology();
+      topology->graph = std::make_shared<const topology::Graph>(
+          topology::Regenerate(*current->graph, result.old_to_new, result.new_size, &result.topology));
+      topology->weighted = current->weighted;
+    }
+    // Every survivor got here: only then is the new context in use anywhere.
+    bool failed = false;
+    const int agreed = fresh->Agree(1, &failed);
+    STARLING_CHECK(!failed && agreed == 1, Code::kPeerFailed,
+                   "a rank failed during starling_context_repair; call it again (the survivors repair together)");
+  } catch (...) {
+    // The context stays failed on its old communicators (calls fail fast; the modules
+    // stay detached until a repair succeeds); survivors still inside `fresh` leave it.
+    if (fresh) fresh->Revoke();
+    throw;
+  }
+
+  // Swap in the new communicators. Receives on the old ones that could not be
+  // withdrawn keep the old transport (and its buffers) alive until the process exits.
+  {
+    std::lock_guard<std::mutex> lock(notice_mutex_);
+    WithdrawNoticeReceive();
+    std::unique_ptr<transport::MpiTransport> old = std::move(transport_);
+    if (old->abandoned_receives() > 0) {
+      Quarantine(std::shared_ptr<transport::MpiTransport>(std::move(old)));
+    }
+    transport_ = std::move(fresh);
+  }
+  rank_ = result.new_rank;
+  size_ = result.new_size;
+  layout_ = std::move(layout);
+  WireTransport();
+  SetLogRank(rank_);
+  {
+    std::lock_guard<std::mutex> lock(topology_mutex_);
+    topology_ = std::move(topology);
+    machine_topology_.reset();
+  }
+  sequence_ = 0;
+  notified_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(broken_mutex_);
+    broken_reason_.clear();
+    broken_code_ = Code::kTransport;
+    peer_failed_.store(false, std::memory_order_release);
+    broken_.store(false, std::memory_order_release);
+  }
+  PostNoticeReceive();
+  if (attach) attach(result);
+  STARLING_LOG_INFO("context repaired: ", result.old_size, " -> ", result.new_size, " ranks (this rank ",
+                    result.old_rank, " -> ", result.new_rank, "), topology: ", result.topology);
+  return result;
+}
+
+}  // namespace starling::runtime

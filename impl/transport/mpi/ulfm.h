@@ -1,0 +1,23 @@
+// ULFM (User-Level Failure Mitigation): Open MPI 5's fault tolerance. Detected when
+// Starling is built (mpi-ext.h declares MPIX_Comm_shrink: STARLING_HAVE_ULFM) and when
+// it runs (the job was started with `mpirun --with-ft ulfm`: without it Open MPI kills
+// the whole job when a rank dies, and the MPIX_ calls would only pretend to work).
+#pragma once
+
+#include <string>
+
+namespace starling::transport {
+
+// Built against an MPI with ULFM.
+bool UlfmCompiled();
+// Built with ULFM and this job runs with it enabled (MPI must be initialized). Read
+// once: the MPI_T control variable mpi_ft_enable, or OMPI_MCA_mpi_ft_enable.
+bool UlfmEnabled();
+// "" when UlfmEnabled(), else what is missing and how to get it (for UNSUPPORTED).
+std::string UlfmMissing();
+// MPIX_ERR_PROC_FAILED, MPIX_ERR_PROC_FAILED_PENDING or MPIX_ERR_REVOKED.
+bool IsFailureClass(int error_class);
+// MPIX_ERR_PROC_FAILED_PENDING: a wildcard receive that stays posted.
+bool IsPendingFailureClass(int error_class);
+
+}  // namespace starling::transport

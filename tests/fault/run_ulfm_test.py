@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Runs ulfm_program under `mpirun --with-ft ulfm` (Open MPI 5) and checks the survivors.
+
+Checks: the job ends (under timeout) with mpirun's status 0; exactly the expected VICTIM
+lines; one SURVIVOR line with ok=1 per survivor (the program asserts PEER_FAILED naming
+the victim, the renumbering and exact results after the repair); every survivor's error
+came within --bound seconds of the victim's death. Prints the measured times: death ->
+error (detection) and death -> first successful operation after the repair (recovery).
+
+Usage: run_ulfm_test.py --mpiexec mpirun --np 3 --program ulfm_program --scenario allreduce
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--np", type=int, required=True)
+    parser.add_argument("--program", required=True, help="the program, with arguments (split as a shell would)")
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--bound", type=float, default=2.0, help="seconds from death to every survivor's error")
+    parser.add_argument("--limit", type=int, default=60, help="seconds the whole job may take")
+    args = parser.parse_args()
+
+    victims_expected = 2 if args.scenario == "repair" else 1
+    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, "--with-ft", "ulfm", "-np", str(args.np),
+               *shlex.split(args.program), args.scenario]
+    env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
+    start = time.monotonic()
+    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    took = time.monotonic() - start
+    out, err = run.stdout, run.stderr
+    problems = []
+    if run.returncode != 0:
+        problems.append(f"mpirun exited with {run.returncode} (124/137: the job did not end within {args.limit} s)")
+    victims = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in out.splitlines() if line.startswith("VICTIM ")]
+    survivors = [line for line in out.splitlines() if line.startswith("SURVIVOR ")]
+    if len(victims) != victims_expected:
+        problems.append(f"expected {victims_expected} VICTIM line(s), got {len(victims)}")
+    if len(survivors) != args.np - victims_expected:
+        problems.append(f"expected {args.np - victims_expected} SURVIVOR lines, got {len(survivors)}")
+    detections, recoveries = [], []
+    death = min((float(v["mono"]) for v in victims), default=None)
+    for line in survivors:
+        fields = dict(re.findall(r"(\w+)=(\S+)", line.split(" message=")[0].split(" reason=")[0]))
+        if fields.get("ok") != "1":
+            problems.append(f"survivor failed its checks: {line}")
+            continue
+        if death is None:
+            continue
+        if "pushsum_value" in fields:
+            print(f"  rank {fields['rank']}: push-sum agrees on {fields['pushsum_value']} (survivors' p total "
+                  f"{fields['pushsum_p_total']}; the old world's average was {fields['old_average']})")
+        detect = float(fields["detect_mono"]) - death
+        recover = float(fields["repaired_mono"]) - death
+        detections.append(detect)
+        recoveries.append(recover)
+        if not 0 <= detect < args.bound:
+            problems.append(f"rank {fields['rank']} got its error {detect:.3f} s after the death (bound {args.bound} s)")
+    print(f"scenario {args.scenario}, {args.np} ranks: job took {took:.2f} s, mpirun rc {run.returncode}")
+    if detections:
+        print(f"  death -> PEER_FAILED: max {max(detections):.3f} s, min {min(detections):.3f} s")
+        print(f"  death -> repaired and computing: max {max(recoveries):.3f} s")
+    for line in survivors[:1]:
+        print("  e.g.", line.split(" message=", 1)[-1][:300])
+    if problems:
+        print("FAILED:\n  " + "\n  ".join(problems))
+        print("---- stdout\n" + out[-4000:] + "\n---- stderr\n" + err[-4000:])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

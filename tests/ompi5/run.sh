@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The second MPI: builds Starling against Open MPI 5 with ULFM (the PyPI wheel that
+# packaging/install-deps.sh installs into /opt/starling-ompi5, or STARLING_OMPI5_PREFIX)
+# in build-ompi5 (no CUDA, no Java/Julia), then runs there the MPI tests (label mpi),
+# the fault-tolerance tests (label fault: a rank is killed during every kind of
+# operation; the survivors repair and compute exact results) and the launcher's tests.
+# Debian's Open MPI 4.1 stays the default build (./build). Exit 77 (skip) when Open MPI
+# 5 is not installed, unless CI=true, where that is a failure.
+#   tests/ompi5/run.sh [--labels REGEX]   (default: ^mpi$|^fault$|^launcher$)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+labels='^mpi$|^fault$|^launcher$'
+[ "${1:-}" = "--labels" ] && labels=$2
+prefix=${STARLING_OMPI5_PREFIX:-/opt/starling-ompi5}
+if [ ! -x "$prefix/bin/mpicxx" ]; then
+  echo "ompi5: no Open MPI 5 in $prefix (packaging/install-deps.sh installs it)"
+  [ "${CI:-}" = "true" ] && exit 1
+  exit 77
+fi
+"$prefix/bin/mpirun" --version | head -1
+cmake -S . -B build-ompi5 -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
+  -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF -DSTARLING_BUILD_EXAMPLES=OFF \
+  -DPython3_EXECUTABLE=/usr/bin/python3 \
+  -DMPI_C_COMPILER="$prefix/bin/mpicc" -DMPI_CXX_COMPILER="$prefix/bin/mpicxx" \
+  -DMPIEXEC_EXECUTABLE="$prefix/bin/mpirun" > build-ompi5-configure.log
+if ! grep -q "ULFM fault tolerance: yes" build-ompi5-configure.log; then
+  cat build-ompi5-configure.log
+  echo "ompi5: ULFM not detected in $prefix"
+  exit 1
+fi
+# Only what the tests below run (not the unit, GPU-emulator and example programs): CI time.
+cmake --build build-ompi5 -j2 --target starling starlingrun starling_python starling_fault_program \
+  starling_ulfm_program mpi_collectives_test mpi_context_test mpi_bad_input_test mpi_timeout_test \
+  mpi_abort_test mpi_repair_test mpi_neighbor_test mpi_window_test mpi_timeline_test mpi_window_stress_test
+cd build-ompi5
+# starlingrun runs the `mpirun` first on PATH: Open MPI 5's, for the launcher tests.
+PATH="$prefix/bin:$PATH" ctest -L "$labels" --output-on-failure --timeout 300
