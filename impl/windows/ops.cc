@@ -186,7 +186,6 @@ class TransferOp : public runtime::Op {
     ops::Exchange requests(context, Channel::kWindowRequest, Label());
     ops::Exchange data(context, Channel::kWindowData, Label());
     ops::Exchange replies(context, Channel::kWindowReply, Label());
-    const double p = with_p ? window_->p() : 0.0;
     std::vector<WindowRequest> sent(ranks_.size());
     std::vector<WindowReply> got(ranks_.size());
     // A put below 1 MiB sends a copy of the tensor, from two buffers used in turn: the
@@ -196,8 +195,26 @@ class TransferOp : public runtime::Op {
     // copy costs more than it saves, and so it does for accumulate (64 KiB 8 -> 16 us),
     // whose tensor usually stays as it is.
     const void* payload = tensor_.data;
-    if (kind_ == Transfer::kPut && tensor_.bytes > 0 && tensor_.bytes < kStageBelowBytes && !tensor_.on_device())
-      payload = window_->StageForSend(tensor_.data, tensor_.bytes);
+    const bool staged =
+        kind_ == Transfer::kPut && tensor_.bytes > 0 && tensor_.bytes < kStageBelowBytes && !tensor_.on_device();
+    if (staged) payload = window_->StageForSend(tensor_.data, tensor_.bytes);
+    try {
+      Send(context, requests, data, replies, sent, got, payload, with_p);
+    } catch (...) {
+      if (staged) window_->AbandonSendStage();
+      throw;
+    }
+    CheckReplies(got, ranks_);
+    if (self_weight_ != 1.0) {
+      if (tensor_.numel > 0) ops::Scale(tensor_.data, tensor_.data, self_weight_, tensor_.numel, tensor_.dtype);
+      if (with_p) window_->ScaleP(self_weight_);
+    }
+  }
+
+  // Posts the requests, payloads and reply receives of a put or accumulate and waits.
+  void Send(runtime::Context& context, ops::Exchange& requests, ops::Exchange& data, ops::Exchange& replies,
+            std::vector<WindowRequest>& sent, std::vector<WindowReply>& got, const void* payload, bool with_p) {
+    const double p = with_p ? window_->p() : 0.0;
     for (size_t i = 0; i < ranks_.size(); ++i) {
       WindowRequest& r = sent[i];
       r.op = kind_ == Transfer::kPut ? WindowOp::kPut : WindowOp::kAccumulate;
@@ -215,11 +232,6 @@ class TransferOp : public runtime::Op {
     requests.Wait();
     data.Wait();
     replies.Wait();
-    CheckReplies(got, ranks_);
-    if (self_weight_ != 1.0) {
-      if (tensor_.numel > 0) ops::Scale(tensor_.data, tensor_.data, self_weight_, tensor_.numel, tensor_.dtype);
-      if (with_p) window_->ScaleP(self_weight_);
-    }
   }
 
   void Get(runtime::Context& context) {

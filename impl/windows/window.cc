@@ -1,5 +1,7 @@
 #include "impl/windows/window.h"
 
+#include "impl/common/quarantine.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -118,6 +120,13 @@ const void* Window::StageForSend(const void* data, size_t bytes) {
   send_turn_ ^= 1;
   std::memcpy(stage, data, bytes);
   return stage;
+}
+
+void Window::AbandonSendStage() {
+  for (auto& buffer : send_stage_) {
+    if (buffer) Quarantine(std::shared_ptr<char[]>(buffer.release()));
+  }
+  send_stage_bytes_ = 0;
 }
 
 void Window::Snapshot(void* dst) {

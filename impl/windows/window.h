@@ -61,6 +61,9 @@ class Window {
   // Copies `bytes` bytes of `data` (a tensor being put) into one of two buffers used in
   // turn and returns it; see TransferOp::Write.
   const void* StageForSend(const void* data, size_t bytes);
+  // After a put failed, MPI may still read the staging buffers: they are kept until
+  // the process exits (see Quarantine) and fresh ones are made for later puts.
+  void AbandonSendStage();
 
   // --- local operations (caller thread) ---
   // tensor = self_weight * tensor + sum w_r buffer_r (see starling_window_update);
