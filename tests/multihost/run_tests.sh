@@ -143,8 +143,9 @@ if [[ $suite == full && -n $python_dir && -d $python_dir/starling ]]; then
     job "Python optimizers against single-process references (test_optimizers.py)" \
     -H "$host_list" /usr/bin/python3 -m pytest -q --color=no -p no:cacheprovider -rs test_optimizers.py
   popd >/dev/null
-  # Every rank ran the tests and none skipped.
-  [[ $(grep -cE '^[0-9]+ passed in ' "$WORK/out" || true) == "$total" ]] ||
+  # Every rank ran the tests and none skipped. Ranks' lines can interleave in mpirun's
+  # output, so count the summaries wherever they appear, not only at line starts.
+  [[ $(grep -oE '(^|[^0-9])[0-9]+ passed in [0-9.]+s' "$WORK/out" | wc -l) == "$total" ]] ||
     fail "test_optimizers.py: expected '<N> passed' from each of $total ranks"
   echo "     each rank: $(grep -m1 -E '^[0-9]+ passed in ' "$WORK/out" || true)"
 fi

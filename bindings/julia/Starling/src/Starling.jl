@@ -28,7 +28,7 @@ import .LibStarling
 const L = LibStarling
 
 export Context, Request, StarlingError, Topology, Schedule, Window
-export abort!
+export abort!, fault_tolerant, repair!
 export local_rank, local_size, machine_rank, machine_size, is_homogeneous, stats
 export gpu_path, set_cuda_stream!, cuda_stream
 export timeline_enabled, timeline_start_activity, timeline_end_activity, timeline_activity
@@ -60,6 +60,7 @@ include("collectives.jl")
 include("neighbor.jl")
 include("compression.jl")
 include("windows.jl")
+include("faults.jl")
 
 function __init__()
     # RTLD_GLOBAL: ccall((:f, "libstarling.so.0")) then resolves to this copy by SONAME,
