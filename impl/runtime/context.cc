@@ -163,12 +163,12 @@ bool Context::ServiceBackground() {
   }
 }
 
-void Context::MarkBroken(const std::string& reason, Code code) {
+void Context::MarkBroken(const std::string& reason, Code code, bool revoke) {
   if (code == Code::kPeerFailed) {
     SetTransportFailed();
     // ULFM: every survivor leaves its waits now, also waits for ranks that stopped here.
     std::lock_guard<std::mutex> lock(notice_mutex_);
-    if (transport_) transport_->Revoke();
+    if (transport_ && revoke) transport_->Revoke();
   }
   std::lock_guard<std::mutex> lock(broken_mutex_);
   if (!broken_.load()) {

@@ -132,7 +132,8 @@ class Context {
   // After a timeout or transport failure (code kTransport) or a peer failure (code
   // kPeerFailed), every later operation fails fast with the original reason instead of
   // hanging. The first reason sticks.
-  void MarkBroken(const std::string& reason, Code code = Code::kTransport);
+  // kPeerFailed also revokes the communicators (ULFM), unless `revoke` is false.
+  void MarkBroken(const std::string& reason, Code code = Code::kTransport, bool revoke = true);
   // Throws the context's error: kAborted after Abort(), else the broken reason.
   void CheckUsable() const;
 

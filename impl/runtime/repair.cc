@@ -19,9 +19,13 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   if (options.graph) {
     STARLING_CHECK_ARG(options.graph->size() >= 1, "the repair topology is empty");
   }
-  // Stop: running waits end (they see the context failed), the other survivors leave
-  // theirs (revoked communicators), nothing new starts on this rank.
-  MarkBroken("the context is being repaired (starling_context_repair)", Code::kPeerFailed);
+  // Stop: running waits end (they see the context failed), nothing new starts on this
+  // rank, and, if this rank knows of a failure, the other survivors leave their waits
+  // (revoked communicators). A rank that knows of none does not revoke: in a repair
+  // without a failure its peers may still be finishing the last collective, and the
+  // shrink below waits for them.
+  MarkBroken("the context is being repaired (starling_context_repair)", Code::kPeerFailed,
+             /*revoke=*/peer_failed_.load(std::memory_order_acquire));
   std::unique_lock<std::mutex> exec = engine_->Quiesce();
   if (detach) detach();
   SetBackgroundService(nullptr, nullptr);  // detach stopped the window service
