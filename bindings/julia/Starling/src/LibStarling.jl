@@ -372,8 +372,8 @@ end
 # Repairs a context after a failure. Collective over the SURVIVORS: every live rank
 # calls it (after its failing call returned PEER_FAILED; no other call on the context
 # may run meanwhile, on any thread). Also valid with no failure (nothing is dropped).
-# - Revokes the communicators (survivors still inside a call leave it with
-#   PEER_FAILED), fails this rank's queued operations, agrees with the other survivors
+# - Revokes the communicators if this rank knows of a failure (survivors still inside
+#   a call leave it with PEER_FAILED), fails this rank's queued operations, agrees with the other survivors
 #   on who is alive (MPIX_Comm_shrink), renumbers the ranks in their old order
 #   (out->old_to_new), installs the topology (see the options) and drops the machine
 #   topology and dynamic schedules' state (set them again).
