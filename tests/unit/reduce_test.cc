@@ -509,7 +509,7 @@ void ExpectWeighted(const Buf& out, const Inputs& s, double sw, const std::vecto
 
 TEST_P(PerDType, WeightedSumMatchesReference) {
   const DType d = dtype();
-  for (int k : {0, 1, 3}) {
+  for (int k : {0, 1, 2, 3, 5}) {
     for (size_t n : kSizes) {
       for (bool misalign : {false, true}) {
         std::mt19937_64 rng(1000 + n * 3 + k);
