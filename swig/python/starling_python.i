@@ -576,6 +576,16 @@ static starling_status_t py_neighbor_allreduce_into(int kind, starling_context_t
                                check_topology, name, 0, NULL);
 }
 
+/* The common call, neighbor_allreduce(tensor) over the static topology: no weights,
+ * no ranks to convert (0.9 -> ~0.6 us of the call at 1 rank, as allreduce's). */
+static starling_status_t py_neighbor_allreduce_static_into(starling_context_t ctx, const DLTensor* in,
+                                                           void* out_data, const char* name) {
+  DLTensor out = starling_py_output_like(in, out_data);
+  starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+  args.name = name;
+  return starling_neighbor_allreduce(ctx, in, &out, &args);
+}
+
 /* Compressed allreduce (kind 0) and CHOCO neighbor_allreduce (kind 1): the option
  * struct as flat arguments; the neighbor arguments as py_neighbor_allreduce's. */
 static starling_status_t py_compressed(int kind, starling_context_t ctx, const DLTensor* in, DLTensor* out,

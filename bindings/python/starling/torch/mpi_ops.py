@@ -683,7 +683,14 @@ def neighbor_allreduce(tensor: torch.Tensor, *, self_weight: Optional[float] = N
         return _compressed(1, tensor, None, 0, _neighbor_args(self_weight, src_weights, dst_weights),
                            enable_topo_check, name, compression, False)
     if self_weight is None and src_weights is None and dst_weights is None:
-        return _neighbor_allreduce(0, tensor, _STATIC_DEFAULT, False, name, False)  # the common call
+        # The common call inline, kept short (as allreduce's).
+        h = S.handle or S.require_handle()
+        if name is not None:
+            _check_name(name)
+        cin = _capsule(tensor)
+        output = _empty_like(tensor)
+        _c.py_neighbor_allreduce_static_into(h, cin, output.data_ptr(), name)
+        return output
     return _neighbor_allreduce(0, tensor, _neighbor_args(self_weight, src_weights, dst_weights),
                                enable_topo_check, name, False)
 
