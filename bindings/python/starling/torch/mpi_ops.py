@@ -165,7 +165,14 @@ def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> 
         except Exception:  # the operation failed with the peer: its result is gone
             pass
     S.handles.clear()
+    # load_topology() returns the graph over the survivors (the regenerated one when
+    # none was given), not the old world's.
+    if topology is not None:
+        S.topology, S.is_weighted = topology, bool(is_weighted)
+    else:
+        S.topology, S.is_weighted = context.topology.to_networkx(), context.topology_weighted
     S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
+    S.machine_topology, S.is_machine_weighted = None, False
     S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
     S.repairs += 1
     return result
