@@ -41,7 +41,21 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   std::shared_ptr<TopologyState> topology;
   try {
     MPI_Comm shrunk = transport_->Shrink();
-    fresh = std::make_unique<transport::MpiTransport>(shrunk);
+    try {
+      fresh = std::make_unique<transport::MpiTransport>(shrunk);
+    } catch (const Error& e) {
+      // The shrink agreed on the failures known then; a rank whose death became known
+      // only afterwards (two ranks of a host killed together, measured across namespace
+      // hosts) makes duplicating `shrunk` fail with MPI_ERR_OTHER (its collective saw
+      // MPIX_ERR_PROC_FAILED). Survivors still inside the duplication leave it (revoked);
+      // a repair called again shrinks without the dead rank.
+      transport::RevokeCommunicator(&shrunk);
+      MPI_Comm_free(&shrunk);
+      STARLING_CHECK(e.code() != Code::kTransport, Code::kPeerFailed,
+                     "a rank failed during starling_context_repair (", e.what(),
+                     "); call it again (the survivors repair together)");
+      throw;
+    }
     MPI_Comm_free(&shrunk);
     // The topology's size, agreed before anything else runs on `fresh`: then every
     // survivor fails alike with INVALID_ARGUMENT and none is left inside a collective on

@@ -153,9 +153,10 @@ def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> 
     """Starling's addition: after a starling.PeerFailedError, every surviving rank calls
     repair() and training goes on with the survivors: ranks are renumbered (size() and
     rank() change), the topology is rebuilt (the same generator over the new size, or
-    `topology`), windows stay and lose the dead ranks' buffers. Handles of operations
-    that were pending are dropped (their results are lost; the optimizers start their
-    next communication afresh). Returns {"old_rank", "old_size", "new_rank", "new_size",
+    `topology`; load_topology() returns it), the machine topology is dropped, windows
+    stay and lose the dead ranks' buffers. Handles of operations that were pending are
+    dropped (their results are lost); the optimizers start their next communication
+    afresh over the survivors, with their default weights (README, Surviving failures). Returns {"old_rank", "old_size", "new_rank", "new_size",
     "old_to_new", "failed"}. Collective over the survivors."""
     context = S.require_context()
     result = context.repair(topology, is_weighted)
