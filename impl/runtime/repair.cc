@@ -41,8 +41,39 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   std::shared_ptr<TopologyState> topology;
   try {
     MPI_Comm shrunk = transport_->Shrink();
-    fresh = std::make_unique<transport::MpiTransport>(shrunk);
+    try {
+      fresh = std::make_unique<transport::MpiTransport>(shrunk);
+    } catch (const Error& e) {
+      // The shrink agreed on the failures known then; a rank whose death became known
+      // only afterwards (two ranks of a host killed together, measured across namespace
+      // hosts) makes duplicating `shrunk` fail with MPI_ERR_OTHER (its collective saw
+      // MPIX_ERR_PROC_FAILED). Survivors still inside the duplication leave it (revoked);
+      // a repair called again shrinks without the dead rank.
+      transport::RevokeCommunicator(&shrunk);
+      MPI_Comm_free(&shrunk);
+      STARLING_CHECK(e.code() != Code::kTransport, Code::kPeerFailed,
+                     "a rank failed during starling_context_repair (", e.what(),
+                     "); call it again (the survivors repair together)");
+      throw;
+    }
     MPI_Comm_free(&shrunk);
+    // The topology's size, agreed before anything else runs on `fresh`: then every
+    // survivor fails alike with INVALID_ARGUMENT and none is left inside a collective on
+    // `fresh` (revoking it then made those fail with PEER_FAILED, and revoking it while
+    // a peer was still creating it crashed Open MPI 5.0.11 in ompi_comm_revoke_local).
+    const bool sized = !options.graph || options.graph->size() == fresh->size();
+    bool agree_failed = false;
+    const int all_sized = fresh->Agree(sized ? 1 : 0, &agree_failed);
+    STARLING_CHECK(!agree_failed, Code::kPeerFailed,
+                   "a rank failed during starling_context_repair; call it again (the survivors repair together)");
+    if (!all_sized) {
+      const int survivors = fresh->size();
+      fresh.reset();  // agreed: nobody waits on it, so no revoke
+      STARLING_CHECK_ARG(sized, "the repair topology has ", options.graph->size(), " ranks but ", survivors,
+                         " survived");
+      STARLING_CHECK_ARG(false, "another survivor passed a repair topology whose size is not the number of "
+                         "survivors (", survivors, "); pass the same topology on every survivor");
+    }
     const std::vector<int> old_ranks = fresh->AllgatherInt(rank_);
     result.new_rank = fresh->rank();
     result.new_size = fresh->size();
@@ -58,8 +89,6 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
     layout = fresh->ComputeLayout(nodes_per_machine_);
     topology = std::make_shared<TopologyState>();
     if (options.graph) {
-      STARLING_CHECK_ARG(options.graph->size() == result.new_size, "the repair topology has ", options.graph->size(),
-                         " ranks but ", result.new_size, " survived");
       topology->graph = options.graph;
       topology->weighted = options.weighted;
       result.topology = "given";

@@ -30,7 +30,9 @@
 
 /* Throws org.starling.StarlingException(status, starling_last_error()). */
 static void starling_java_throw_status(JNIEnv* jenv, starling_status_t status) {
-  jclass cls = (*jenv)->FindClass(jenv, "org/starling/StarlingException");
+  /* PEER_FAILED has its own subclass (it carries the failed ranks). */
+  jclass cls = (*jenv)->FindClass(jenv, status == STARLING_ERR_PEER_FAILED ? "org/starling/PeerFailedException"
+                                                                           : "org/starling/StarlingException");
   if (!cls) return; /* NoClassDefFoundError is pending */
   jmethodID ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
   if (!ctor) return;
@@ -98,7 +100,8 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
-// Fault tolerance (ULFM) is not wrapped for Java yet: starling_fault_tolerant is.
+// Fault tolerance (ULFM): starling_fault_tolerant as is; starling_context_repair through
+// starling_java_context_repair below (its structs carry arrays).
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
@@ -292,3 +295,31 @@ STARLING_JAVA_IN_ARRAY(long long, jlong, jlongArray, long, Long)
 #include "builders.h"
 %}
 %include "builders.h"
+
+// ---- starling_context_repair (after the array typemaps it uses).
+%inline %{
+/* starling_context_repair with the given topology (0: the default) for the Java layer:
+ * info[5] = {old_rank, old_size, new_rank, new_size, num_failed}; old_to_new and failed
+ * are filled up to their capacities (the Java layer passes its arrays' lengths). */
+starling_status_t starling_java_context_repair(starling_context_t ctx, starling_topology_t topology, int is_weighted,
+                                               int* info, int* old_to_new, int old_to_new_capacity, int* failed,
+                                               int failed_capacity) {
+  starling_repair_options_t options = STARLING_REPAIR_OPTIONS_INIT;
+  options.topology = topology;
+  options.is_weighted = is_weighted;
+  starling_repair_result_t result = STARLING_REPAIR_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = old_to_new_capacity;
+  result.failed = failed;
+  result.failed_capacity = failed_capacity;
+  const starling_status_t status = starling_context_repair(ctx, &options, &result);
+  if (status >= 0 && info) {
+    info[0] = result.old_rank;
+    info[1] = result.old_size;
+    info[2] = result.new_rank;
+    info[3] = result.new_size;
+    info[4] = result.num_failed;
+  }
+  return status;
+}
+%}

@@ -54,9 +54,13 @@ def main():
             continue
         if death is None:
             continue
-        if "pushsum_value" in fields:
+        if "pushsum_p_total" in fields:
             print(f"  rank {fields['rank']}: push-sum agrees on {fields['pushsum_value']} (survivors' p total "
                   f"{fields['pushsum_p_total']}; the old world's average was {fields['old_average']})")
+        elif "pushsum_value" in fields:
+            print(f"  rank {fields['rank']}: push-sum agrees on {fields['pushsum_value']}, win_put on "
+                  f"{fields['winput_value']} (the survivors' initial average {fields['survivors_average']}, "
+                  f"the old world's {fields['old_average']})")
         detect = float(fields["detect_mono"]) - death
         recover = float(fields["repaired_mono"]) - death
         detections.append(detect)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The second MPI: builds Starling against Open MPI 5 with ULFM (the PyPI wheel that
 # packaging/install-deps.sh installs into /opt/starling-ompi5, or STARLING_OMPI5_PREFIX)
-# in build-ompi5 (no CUDA, no Java/Julia), then runs there the MPI tests (label mpi),
+# in build-ompi5 (no CUDA, no Julia), then runs there the MPI tests (label mpi),
 # the fault-tolerance tests (label fault: a rank is killed during every kind of
-# operation; the survivors repair and compute exact results) and the launcher's tests.
+# operation; the survivors repair and compute exact results, from C, Python and Java)
+# and the launcher's tests.
 # Debian's Open MPI 4.1 stays the default build (./build). Exit 77 (skip) when Open MPI
 # 5 is not installed, unless CI=true, where that is a failure.
 #   tests/ompi5/run.sh [--labels REGEX]   (default: ^mpi$|^fault$|^launcher$)
@@ -19,7 +20,7 @@ if [ ! -x "$prefix/bin/mpicxx" ]; then
 fi
 "$prefix/bin/mpirun" --version | head -1
 cmake -S . -B build-ompi5 -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
-  -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF -DSTARLING_BUILD_EXAMPLES=OFF \
+  -DSTARLING_BUILD_JAVA=ON -DSTARLING_BUILD_JULIA=OFF -DSTARLING_BUILD_EXAMPLES=OFF \
   -DPython3_EXECUTABLE=/usr/bin/python3 \
   -DMPI_C_COMPILER="$prefix/bin/mpicc" -DMPI_CXX_COMPILER="$prefix/bin/mpicxx" \
   -DMPIEXEC_EXECUTABLE="$prefix/bin/mpirun" > build-ompi5-configure.log
@@ -30,8 +31,11 @@ if ! grep -q "ULFM fault tolerance: yes" build-ompi5-configure.log; then
 fi
 # Only what the tests below run (not the unit, GPU-emulator and example programs): CI time.
 # starling_mpi_programs: every gtest program of tests/mpi (new ones join by themselves).
+# starling_java_tests (fault.java) where a JDK and JUnit were found.
+java=()
+grep -q "^STARLING_JUNIT4_JAR:FILEPATH=/" build-ompi5/CMakeCache.txt && java=(starling_java_tests)
 cmake --build build-ompi5 -j2 --target starling starlingrun starling_python starling_fault_program \
-  starling_ulfm_program starling_mpi_programs
+  starling_ulfm_program starling_mpi_programs "${java[@]}"
 cd build-ompi5
 # starlingrun runs the `mpirun` first on PATH: Open MPI 5's, for the launcher tests.
 PATH="$prefix/bin:$PATH" ctest -L "$labels" --output-on-failure --timeout 300

@@ -91,6 +91,14 @@ bool IsFailureClass(int error_class) {
 #endif
 }
 
+void RevokeCommunicator(void* comm) {
+#if STARLING_HAVE_ULFM
+  MPIX_Comm_revoke(*static_cast<MPI_Comm*>(comm));
+#else
+  (void)comm;
+#endif
+}
+
 bool IsPendingFailureClass(int error_class) {
 #if STARLING_HAVE_ULFM
   return error_class == MPIX_ERR_PROC_FAILED_PENDING;

@@ -20,4 +20,8 @@ bool IsFailureClass(int error_class);
 // MPIX_ERR_PROC_FAILED_PENDING: a wildcard receive that stays posted.
 bool IsPendingFailureClass(int error_class);
 
+// MPIX_Comm_revoke of a raw communicator (comm is an MPI_Comm; void* keeps <mpi.h> out
+// of this header); nothing without ULFM.
+void RevokeCommunicator(void* comm);
+
 }  // namespace starling::transport

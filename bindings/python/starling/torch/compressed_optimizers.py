@@ -82,6 +82,7 @@ class _ChocoSGD(_Distributed):
                 p.set_(mpi_ops.synchronize(handle))
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        self._after_repair()  # the repair dropped the CHOCO copies: they restart from zero
         loss = super().step(closure)  # x_{t+1/2} = x_t - lr * grad
         self._steps += 1
         if self._active and self._should_synchronize and self._steps % self._num_steps == 0:

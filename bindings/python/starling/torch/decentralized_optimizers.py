@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from . import mpi_ops
+from . import _state, mpi_ops
 from ..topology_util import GetRecvWeights
 from .optimizers import CommunicationType, _named_parameters, _wrap
 
@@ -85,6 +85,17 @@ class _Decentralized:
                                  "parameters only")
         self._prefix = prefix
         self._active = mpi_ops.size() > 1
+        self._repairs_seen = _state.repairs
+
+    def _after_repair(self) -> bool:
+        """True once after each starling.torch.repair() (a rank died; the survivors are
+        renumbered and the topology is the one over them): the caller rebuilds what
+        depends on ranks. What was in flight failed with the dead rank and is gone."""
+        if self._repairs_seen == _state.repairs:
+            return False
+        self._repairs_seen = _state.repairs
+        self._active = mpi_ops.size() > 1
+        return True
 
     def _op_name(self, kind: str, name: str) -> str:
         return f"{self._prefix}.{kind}.{name}"
@@ -143,18 +154,34 @@ class _StaticMixing(_Decentralized):
 
     def _setup_mixing(self, model: Any, prefix: str) -> None:
         self._setup(model, prefix)
+        self._setup_mixing_matrix()
+        self._steps = 0
+
+    def _setup_mixing_matrix(self) -> None:
         self._topology = mpi_ops.load_topology()
         W = _mixing_matrix()
         _check_topology(self._method, W, self._symmetric)
         self._mixing = W
         rank = mpi_ops.rank()
         self._self_weight, self._src_weights = self._weights(W, rank)
-        self._steps = 0
 
     def _weights(self, W: np.ndarray, rank: int) -> Tuple[float, Dict[int, float]]:
         return float(W[rank, rank]), {int(j): float(W[rank, j]) for j in np.nonzero(W[rank])[0] if j != rank}
 
+    def _restart_after_repair(self) -> None:
+        """After a repair: the mixing matrix of the topology over the survivors (checked
+        as at construction), and the method restarts from the current parameters (its
+        correction state referred to the old ranks' average, which the dead rank's share
+        no longer belongs to)."""
+        if self._after_repair():
+            self._setup_mixing_matrix()
+            self._restart()
+
+    def _restart(self) -> None:
+        raise NotImplementedError
+
     def _check_unchanged(self) -> None:
+        self._restart_after_repair()
         if mpi_ops.load_topology() is not self._topology:
             raise ValueError(f"{self._method}: the topology changed since the optimizer was created. Its correction "
                              "terms assume one fixed mixing matrix (a dynamic topology is not supported); create a "
@@ -191,6 +218,10 @@ class GradientTracking(_StaticMixing):
     def __init__(self, params: Any, model: Any, prefix: str) -> None:
         super().__init__(params)
         self._setup_mixing(model, prefix)
+        self._restart()
+
+    def _restart(self) -> None:
+        # y restarts as the local gradient (y_0 = grad f_i(x_0)).
         self._tracker: Dict[Any, torch.Tensor] = {}
         self._previous_gradient: Dict[Any, torch.Tensor] = {}
 
@@ -256,10 +287,16 @@ class ExactDiffusion(_StaticMixing):
     def __init__(self, params: Any, model: Any, prefix: str) -> None:
         super().__init__(params)
         self._setup_mixing(model, prefix)
+        self._restart()
+
+    def _setup_mixing_matrix(self) -> None:
+        super()._setup_mixing_matrix()
         n = self._mixing.shape[0]
         self._mixing = (np.eye(n) + self._mixing) / 2.0
         self._self_weight, self._src_weights = self._weights(self._mixing, mpi_ops.rank())
-        self._psi: Dict[Any, torch.Tensor] = {}
+
+    def _restart(self) -> None:
+        self._psi: Dict[Any, torch.Tensor] = {}  # psi_0 = x_0
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._check_unchanged()
@@ -312,6 +349,8 @@ class SynchronousModelAveraging(_Decentralized):
         self._steps = 0
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._after_repair():
+            self._steps = 0  # the first step after a repair averages over the survivors
         if self._active and self._steps % self._num_steps == 0:
             handles = {}
             for name, p in self._named:
@@ -364,15 +403,10 @@ class AsynchronousPairAveraging(_Decentralized):
         self._steps = 0
         self._windows: List[Tuple[Any, str]] = []
         self.last_peer: Optional[int] = None
+        self._seed = seed
         if not self._active:
             return
-        topology = mpi_ops.load_topology()
-        if not nx.is_strongly_connected(topology):
-            raise ValueError("asynchronous pair averaging needs a strongly connected topology (each rank averages "
-                             "with in-neighbors only, so the ranks reach consensus only if every rank is reachable "
-                             "from every other); the current one is not")
-        self._peers = list(mpi_ops.in_neighbor_ranks())
-        self._random = random.Random(seed * 1000003 + mpi_ops.rank())
+        self._choose_peers()
         existing = set(mpi_ops.get_current_created_window_names())
         windows = [(p, f"{window_prefix}.{name}") for name, p in self._named]
         for (name, p), (_, window) in zip(self._named, windows):
@@ -384,10 +418,23 @@ class AsynchronousPairAveraging(_Decentralized):
             mpi_ops.win_create(p.data, window)  # the window borrows the parameter's memory
         self._windows = windows
 
+    def _choose_peers(self) -> None:
+        """The in-neighbors to draw from (after a repair: the survivors' numbering over
+        the topology over them; the windows were reshaped by the repair)."""
+        topology = mpi_ops.load_topology()
+        if not nx.is_strongly_connected(topology):
+            raise ValueError("asynchronous pair averaging needs a strongly connected topology (each rank averages "
+                             "with in-neighbors only, so the ranks reach consensus only if every rank is reachable "
+                             "from every other); the current one is not")
+        self._peers = list(mpi_ops.in_neighbor_ranks())
+        self._random = random.Random(self._seed * 1000003 + mpi_ops.rank() + 7919 * _state.repairs)
+
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        if self._after_repair() and self._windows:
+            self._choose_peers()
         loss = super().step(closure)
         self._steps += 1
-        if self._windows and self._steps % self._num_steps == 0:
+        if self._windows and self._active and self._steps % self._num_steps == 0:
             peer = self._random.choice(self._peers)
             handles = [mpi_ops.win_get_nonblocking(window, src_weights={peer: 1.0}) for _, window in self._windows]
             for handle in handles:

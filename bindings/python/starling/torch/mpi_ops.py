@@ -153,9 +153,10 @@ def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> 
     """Starling's addition: after a starling.PeerFailedError, every surviving rank calls
     repair() and training goes on with the survivors: ranks are renumbered (size() and
     rank() change), the topology is rebuilt (the same generator over the new size, or
-    `topology`), windows stay and lose the dead ranks' buffers. Handles of operations
-    that were pending are dropped (their results are lost; the optimizers start their
-    next communication afresh). Returns {"old_rank", "old_size", "new_rank", "new_size",
+    `topology`; load_topology() returns it), the machine topology is dropped, windows
+    stay and lose the dead ranks' buffers. Handles of operations that were pending are
+    dropped (their results are lost); the optimizers start their next communication
+    afresh over the survivors, with their default weights (README, Surviving failures). Returns {"old_rank", "old_size", "new_rank", "new_size",
     "old_to_new", "failed"}. Collective over the survivors."""
     context = S.require_context()
     result = context.repair(topology, is_weighted)
@@ -165,7 +166,14 @@ def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> 
         except Exception:  # the operation failed with the peer: its result is gone
             pass
     S.handles.clear()
+    # load_topology() returns the graph over the survivors (the regenerated one when
+    # none was given), not the old world's.
+    if topology is not None:
+        S.topology, S.is_weighted = topology, bool(is_weighted)
+    else:
+        S.topology, S.is_weighted = context.topology.to_networkx(), context.topology_weighted
     S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
+    S.machine_topology, S.is_machine_weighted = None, False
     S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
     S.repairs += 1
     return result

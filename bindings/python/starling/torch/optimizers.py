@@ -94,10 +94,15 @@ class _Distributed:
         self._repairs_seen = _state.repairs
         self._active = mpi_ops.size() > 1
         getattr(self, "_handles", {}).clear()
-        for name in ("_reduce_delay", "_allreduce_delay"):
+        for name in ("_reduce_delay", "_allreduce_delay", "_delay"):
             counters = getattr(self, name, {})
             for p in counters:  # in place: a caller may hold the dict
                 counters[p] = self._num_steps
+        self._reset_weights()
+
+    def _reset_weights(self) -> None:
+        """Weights name ranks, which a repair renumbers: back to the defaults of the
+        topology over the survivors (a program that sets its own sets them again)."""
 
     def _count(self, counters: Dict[Any, int], p: Any) -> bool:
         """Decrements p's counter; True when it reaches 0 (time to communicate)."""
@@ -173,12 +178,15 @@ class _Combining(_Distributed):
         self._communication_type = communication_type
         self._handles: Dict[Any, Optional[int]] = {}
         self._reduce_delay = {p: self._num_steps for p in self._names}
+        self._reset_weights()
+        self.enable_topo_check = False
+
+    def _reset_weights(self) -> None:
         self.self_weight: Optional[float] = None
         self.src_weights: Optional[Dict[int, float]] = None
         self.dst_weights: Any = None
         self.src_machine_weights: Optional[Dict[int, float]] = None
         self.dst_machine_weights: Any = None
-        self.enable_topo_check = False
 
     @property
     def communication_type(self) -> CommunicationType:
@@ -397,12 +405,16 @@ class _WindowOptimizer(_Windowed):
         super().__init__(params)
         self._setup(model, num_steps_per_communication)
         self._pull_style = pull_style
-        self.dst_weights: Optional[Dict[int, float]] = None
-        self.src_weights: Optional[Dict[int, float]] = None
+        self._reset_weights()
         self._create_windows({p: p.data for p in self._names},
                              {p: f"{window_prefix}.{name}" if window_prefix else name for p, name in self._names.items()},
                              zero_init=False)
-        # win_update's default weights; the topology cannot change while windows exist.
+
+    def _reset_weights(self) -> None:
+        self.dst_weights: Optional[Dict[int, float]] = None
+        self.src_weights: Optional[Dict[int, float]] = None
+        # win_update's default weights; the topology changes only through a repair
+        # while windows exist.
         if mpi_ops.is_topo_weighted():
             self._self_weight, self._neighbor_weights = GetRecvWeights(mpi_ops.load_topology(), mpi_ops.rank())
         else:
@@ -456,13 +468,18 @@ class _PushSum(_Windowed):
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
         super().__init__(params)
         self._setup(model, num_steps_per_communication)
+        self._reset_weights()
+        self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype, device=p.device)])
+                          for p in self._names}
+        self._create_windows(self._extended, dict(self._names), zero_init=True)
+
+    def _reset_weights(self) -> None:
+        # Column-stochastic: this rank keeps one share of its mass and pushes one share
+        # to each out-neighbor, so the survivors' total mass stays what they held.
         out_ranks = mpi_ops.out_neighbor_ranks()
         share = 1.0 / (len(out_ranks) + 1)
         self.dst_weights = {r: share for r in out_ranks}
         self.self_weight = share
-        self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype, device=p.device)])
-                          for p in self._names}
-        self._create_windows(self._extended, dict(self._names), zero_init=True)
 
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         for p in self._training_parameters(module):

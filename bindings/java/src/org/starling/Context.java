@@ -45,7 +45,7 @@ public final class Context implements AutoCloseable {
   }
 
   final long handle;
-  private final int size;
+  private volatile int size;  // changes only through repair()
   private boolean closed;
   final Map<Long, Window> windows = new ConcurrentHashMap<>();
 
@@ -502,6 +502,52 @@ public final class Context implements AutoCloseable {
   /** Push-sum: windows carry the associated scalar p. */
   public void setWindowAssociatedPEnabled(boolean enabled) {
     StarlingNative.set_window_associated_p_enabled(handle, enabled ? 1 : 0);
+  }
+
+  // ---- surviving failures (Open MPI 5 with ULFM)
+
+  /**
+   * True when this context survives the death of a rank: Open MPI 5 with ULFM, in a job
+   * started with {@code mpirun --with-ft ulfm} or {@code starlingrun --fault-tolerant}.
+   * Then a dead rank makes every survivor's pending and later calls throw
+   * {@link PeerFailedException}, and {@link #repair()} lets them go on.
+   */
+  public boolean faultTolerant() {
+    return query(StarlingNative::fault_tolerant) != 0;
+  }
+
+  /**
+   * After a {@link PeerFailedException}: makes the context usable again over the
+   * survivors (starling_context_repair). Collective over every live rank; no other call
+   * on the context may run meanwhile. The ranks are renumbered in their old order
+   * ({@link RepairResult#oldToNew()}), the topology becomes the same generator over the
+   * new size (or the induced subgraph), windows stay valid and lose the dead ranks'
+   * buffers. Also valid with no failure (nothing is dropped). Throws StarlingException:
+   * UNSUPPORTED without ULFM (the message says what is needed); PeerFailedException if a
+   * rank died during the repair (call it again).
+   */
+  public RepairResult repair() {
+    return repairWith(0, false);
+  }
+
+  /**
+   * As {@link #repair()}, installing {@code topology} (its size must be the number of
+   * survivors, known from the exception's failed ranks; INVALID_ARGUMENT otherwise, and the
+   * context stays failed: call repair again) with or without its weights.
+   */
+  public RepairResult repair(Topology topology, boolean weighted) {
+    return repairWith(Check.notNull(topology, "topology").handle, weighted);
+  }
+
+  private RepairResult repairWith(long topology, boolean weighted) {
+    int capacity = size;
+    int[] info = new int[5];
+    int[] oldToNew = new int[capacity];
+    int[] failed = new int[capacity];
+    StarlingNative.java_context_repair(handle, topology, weighted ? 1 : 0, info, oldToNew, capacity, failed, capacity);
+    size = info[3];
+    return new RepairResult(info[0], info[1], info[2], info[3], Arrays.copyOf(oldToNew, info[1]),
+        Arrays.copyOf(failed, info[4]));
   }
 
   /**
