@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +70,27 @@ void AnnounceDeath(int rank) {
 }
 
 }  // namespace
+
+// Open MPI 5's launcher ends the whole job once a process exits without MPI_Finalize
+// (a survivor's destroy after a failure does not finalize), which could kill a survivor
+// still detecting the death (1 run in 4 of exit3.np3). So survivors leave together:
+// each marks a file in the driver's directory and waits (at most 10 s) for the others.
+static void WaitForOtherSurvivors(int rank, int survivors) {
+  const char* dir = std::getenv("STARLING_FAULT_SYNC_DIR");
+  if (dir == nullptr) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::FILE* mark = std::fopen((fs::path(dir) / ("survivor." + std::to_string(rank))).c_str(), "w");
+  if (mark != nullptr) std::fclose(mark);
+  const double until = Mono() + 10;
+  while (Mono() < until) {
+    int marked = 0;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().filename().string().rfind("survivor.", 0) == 0) ++marked;
+    if (marked >= survivors) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "collective";
@@ -176,5 +198,6 @@ int main(int argc, char** argv) {
   std::printf("SURVIVOR rank=%d ok=1 status=%d mono=%.6f ops=%d destroy_s=%.3f message=%s\n", rank, status, failed_at,
               ops, destroy_s, message.c_str());
   std::fflush(stdout);
+  WaitForOtherSurvivors(rank, size - 1);
   return 0;
 }

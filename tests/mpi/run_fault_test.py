@@ -37,7 +37,7 @@ def main():
     # A private session directory: mpirun start-up occasionally hung (about 1 in 30)
     # while other jobs on this machine shared the default one.
     session = tempfile.mkdtemp(prefix="starling_faults_")
-    env = dict(os.environ, OMPI_MCA_orte_tmpdir_base=session)
+    env = dict(os.environ, OMPI_MCA_orte_tmpdir_base=session, STARLING_FAULT_SYNC_DIR=session)
     start = time.monotonic()
     try:
         run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
