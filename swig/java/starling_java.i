@@ -98,10 +98,14 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
-// Fault tolerance (ULFM) is not wrapped for Java yet: starling_fault_tolerant is.
+// Fault tolerance (ULFM) is not wrapped for Java yet: starling_fault_tolerant and
+// starling_joined are.
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
+%ignore starling_grow_options;
+%ignore starling_grow_result;
+%ignore starling_context_grow;
 
 // ---- primitive arrays: inputs (const T*) are read, outputs (T*) copied back. NULL
 // stays NULL (the C functions accept it where the capacity is 0).
