@@ -21,17 +21,20 @@ newcomer's first step; the final mean test accuracy). plot_fault_tolerant.py plo
 With --check, every process prints a MEMBER line for tests/fault/run_grow_test.py.
 """
 
-import argparse
-import json
-import os
-import signal
-import sys
 import time
 
-import torch
+PROCESS_STARTED = time.monotonic()  # before the imports: a newcomer's start-up is part of the join
 
-import starling
-import starling.torch as bf
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+import torch  # noqa: E402
+
+import starling  # noqa: E402
+import starling.torch as bf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_mlp import accuracy, load_data, make_model  # noqa: E402  (the same MLP and data)
@@ -73,6 +76,7 @@ def main():
 
     started = time.monotonic()
     bf.init()
+    initialized = time.monotonic()
     newcomer = bf.joined()
     if not bf.fault_tolerant() and not args.undisturbed:
         print("needs Open MPI 5 with ULFM: run it with `starlingrun --fault-tolerant`", file=sys.stderr)
@@ -144,6 +148,10 @@ def main():
                 events["failed_ranks"] = e.ranks
                 bf.repair()
                 events["repaired"] = time.monotonic()
+                # A step can complete on some survivors and fail on others: go on
+                # together from the furthest one.
+                b = int(bf.allgather(torch.tensor([float(b)]), name="resume").max())
+                continue
             b += 1
         # Per epoch: every rank's mean loss and test accuracy, gathered by rank 0.
         row = torch.tensor([float(bf.rank()), total / max(count, 1), accuracy(model, test_x, test_y),
@@ -158,7 +166,9 @@ def main():
                                          1.0 if newcomer else 0.0]], dtype=torch.float64), name="pull check")
     timing = bf.allgather(torch.tensor([[events.get("continued", -1.0), events.get("first_step", -1.0),
                                          events.get("grow_s", -1.0), times.get("grow_started", -1.0),
-                                         events.get("detected", -1.0)]], dtype=torch.float64), name="timing")
+                                         events.get("detected", -1.0),
+                                         PROCESS_STARTED if newcomer else -1.0,
+                                         initialized if newcomer else -1.0]], dtype=torch.float64), name="timing")
     final_accuracy = float(bf.allreduce(torch.tensor([accuracy(model, test_x, test_y)]), name="final accuracy"))
     problems = []
     if not args.undisturbed:
@@ -172,7 +182,10 @@ def main():
     if bf.rank() == 0 and not args.undisturbed:
         t = timing.tolist()
         kill_file = f"{args.out or '/tmp/starling_ft'}.kill"
-        killed = float(open(kill_file).read()) if os.path.exists(kill_file) else None
+        killed = None
+        if os.path.exists(kill_file):
+            with open(kill_file) as f:
+                killed = float(f.read())
         continued = max(v[0] for v in t)
         detected = max(v[4] for v in t)
         first_step = max(v[1] for v in t)
@@ -183,7 +196,13 @@ def main():
             "kill_to_training_continues_s": continued - killed if killed else None,
             "grow_s": max(v[2] for v in t),
             "grow_start_to_newcomer_first_step_s": first_step - grow_started,
+            # The grow's parts: the launcher starts the process; Python imports torch
+            # and starling; bf.init() joins (the survivors wait in the grow meanwhile).
+            "grow_start_to_newcomer_process_s": max(v[5] for v in t) - grow_started,
+            "newcomer_imports_s": max(v[6] for v in t) - max(v[5] for v in t),
         })
+        if killed is not None:
+            os.remove(kill_file)
         if killed is None or not 0 < continued - killed < 30:
             problems.append(f"no recovery measured: {result}")
     if bf.rank() == 0:

@@ -50,16 +50,16 @@ def main():
     axis.axvline(kill - 0.5, color="red", linestyle="--")
     axis.axvline(join - 0.5, color="green", linestyle="--")
     top = axis.get_ylim()[1]
-    axis.text(kill - 0.4, top * 0.92, f"rank {info['kill_rank']} SIGKILLed\ntraining on after "
-              f"{info['kill_to_training_continues_s']:.2f} s", color="red", fontsize=8, va="top")
-    axis.text(join - 0.4, top * 0.72, f"replacement joins\n(grow {info['grow_s']:.1f} s)", color="green",
+    axis.text(kill - 0.6, top * 0.92, f"rank {info['kill_rank']} SIGKILLed\ntraining on after "
+              f"{info['kill_to_training_continues_s']:.2f} s", color="red", fontsize=8, va="top", ha="right")
+    axis.text(join - 0.4, top * 0.92, f"a replacement joins\n(grow {info['grow_s']:.1f} s)", color="green",
               fontsize=8, va="top")
     axis.set_xlabel("epoch")
     axis.set_ylabel("training loss (per rank)")
     axis.set_yscale("log")
     axis.set_title(f"MLP on digits, {info['ranks_at_end']} ranks, starlingrun --fault-tolerant "
                    f"(final accuracy {100 * info['final_mean_accuracy']:.1f}%)", fontsize=10)
-    axis.legend(fontsize=7, ncol=2)
+    axis.legend(fontsize=7, ncol=3, loc="lower left")
     figure.tight_layout()
     figure.savefig(args.png, dpi=110)
 
