@@ -7,6 +7,8 @@
 //               by one process placed at rank 1 (the dead rank's place)
 //   append      no failure: grow by one process at the end (the default place)
 //   replace_ring  as replace, with a ring topology given to the grow
+//   replace_two rank 1 and the last rank die; the survivors grow by two processes
+//               placed at ranks {size - 1, 1} (started in that order)
 // Then every member (survivors and the newcomer) checks exact results over the grown
 // context: allreduce, neighbor_allreduce, a window created after the grow (put +
 // update), and the newcomer pulls the "parameters" of rank 0 with one broadcast and
@@ -16,12 +18,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <starling/starling.h>
@@ -126,12 +130,13 @@ int main(int argc, char** argv) {
   double grow_s = 0.0;
   try {
     if (!joined) {
-      Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring", "unknown scenario");
+      Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" || scenario == "replace_two",
+             "unknown scenario");
       int tolerant = 0;
       Expect(starling_fault_tolerant(ctx, &tolerant) == STARLING_SUCCESS && tolerant == 1, "fault_tolerant");
       const bool replace = scenario != "append";
       if (replace) {
-        if (rank == 1) {
+        if (rank == 1 || (scenario == "replace_two" && rank == size - 1)) {
           std::fflush(stdout);
           raise(SIGKILL);
         }
@@ -141,12 +146,25 @@ int main(int argc, char** argv) {
           s = starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the failure");
         Expect(s == STARLING_ERR_PEER_FAILED, "the allreduce did not fail with PEER_FAILED: " + std::to_string(s));
         Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "repair");
+        // Two deaths may be reported apart: repair until both are gone.
+        const int survivors = scenario == "replace_two" ? size - 2 : size - 1;
+        for (int i = 0; i < 500; ++i) {
+          int now = 0;
+          starling_size(ctx, &now);
+          if (now == survivors) break;
+          if (starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the second failure") != STARLING_SUCCESS)
+            Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "second repair");
+          else
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
       }
       int current = 0;
       starling_size(ctx, &current);
       starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
-      const int place = 1;
-      if (replace) options.ranks = &place;
+      const int two = scenario == "replace_two" ? 2 : 1;
+      const int places[2] = {two == 2 ? size - 1 : 1, 1};  // the grown context has `size` ranks again
+      options.count = two;
+      if (replace) options.ranks = places;
       starling_topology_t ring = nullptr;
       if (scenario == "replace_ring") {
         Expect(starling_topology_ring(current + 1, STARLING_RING_BIDIRECTIONAL, &ring) == STARLING_SUCCESS, "ring");
@@ -162,18 +180,25 @@ int main(int argc, char** argv) {
       Expect(starling_context_grow(ctx, &options, &result) == STARLING_SUCCESS, "grow");
       grow_s = Mono() - start;
       if (ring != nullptr) starling_topology_free(ring);
-      const int expect_joined = replace ? 1 : current;
-      Expect(result.old_size == current && result.new_size == current + 1, "grow sizes");
-      Expect(newcomers[0] == expect_joined, "newcomer at " + std::to_string(newcomers[0]));
-      for (int r = 0; r < current; ++r) {
-        const int want = replace && r >= 1 ? r + 1 : r;
-        Expect(old_to_new[r] == want, "old rank " + std::to_string(r) + " -> " + std::to_string(old_to_new[r]));
-      }
+      Expect(result.old_size == current && result.new_size == current + two, "grow sizes");
+      for (int i = 0; i < two; ++i)
+        Expect(newcomers[i] == (replace ? places[i] : current),
+               "newcomer " + std::to_string(i) + " at " + std::to_string(newcomers[i]));
+      // The current ranks fill the places left, in their order.
+      std::vector<int> free_places;
+      for (int r = 0; r < current + two; ++r)
+        if (!replace || std::find(places, places + two, r) == places + two) free_places.push_back(r);
+      for (int r = 0; r < current; ++r)
+        Expect(old_to_new[r] == free_places[static_cast<size_t>(r)],
+               "old rank " + std::to_string(r) + " -> " + std::to_string(old_to_new[r]));
+      const int grown_size = current + two;
       starling_rank(ctx, &rank);
       starling_size(ctx, &size);
-      Expect(rank == result.new_rank && size == current + 1, "rank/size after grow");
+      Expect(rank == result.new_rank && size == grown_size, "rank/size after grow");
     } else {
-      Expect(rank == (scenario == "append" ? size - 1 : 1), "newcomer's rank " + std::to_string(rank));
+      const bool placed = scenario == "append" ? rank == size - 1
+                          : scenario == "replace_two" ? (rank == 1 || rank == size - 1) : rank == 1;
+      Expect(placed, "newcomer's rank " + std::to_string(rank));
     }
     if (scenario == "replace_ring") {
       const std::vector<int> in = InNeighbors(ctx);

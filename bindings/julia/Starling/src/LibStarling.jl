@@ -440,7 +440,8 @@ end
 #   options->ranks gives it; starling_joined tells it so (e.g. to fetch the epoch and
 #   the parameters from a neighbor with starling_broadcast instead of initializing
 #   them). Only the first context of a process joins, and only one created without
-#   use_host_comm.
+#   use_host_comm (so a Starling program that other code spawns with MPI_Comm_spawn
+#   should pass its communicator as host_comm, or it would wait for a grow).
 # - The current ranks are renumbered (out->old_to_new), the topology is installed
 #   (see the options; the machine topology and dynamic schedules' state are dropped,
 #   set them again) and operations then run over the grown context on every member.
