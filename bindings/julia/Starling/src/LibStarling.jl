@@ -431,8 +431,9 @@ function starling_context_repair(ctx, options, out)
     ccall((:starling_context_repair, libstarling), starling_status_t, (starling_context_t, Ptr{starling_repair_options_t}, Ptr{starling_repair_result_t}), ctx, options, out)
 end
 
-# Grows the context by options->count new processes (MPI_Comm_spawn, then
-# MPI_Intercomm_merge). Collective over the current ranks; no other call on the
+# Grows the context by options->count new processes (rank 0 starts them with
+# MPI_Comm_spawn while the other ranks sleep; a port then connects them to every
+# current rank, MPI_Comm_accept / MPI_Comm_connect). Collective over the current ranks; no other call on the
 # context may run meanwhile, and every operation submitted before it completes first.
 # - The new processes join inside their own starling_context_create (and
 #   starling_init / starling.torch.init()): a process started by a grow (it has an
@@ -449,7 +450,7 @@ end
 #   create them again after it (the new processes take part in that window_create).
 # - Needs ULFM (the job started with `mpirun --with-ft ulfm` or
 #   `starlingrun --fault-tolerant`): else UNSUPPORTED saying what is needed. Measured
-#   on one host: 1.1-1.4 s, almost all of it the launcher starting the process.
+#   on one host: 1.2-1.3 s for a C newcomer; a Python one adds its imports.
 # - The context must be usable: after a PEER_FAILED, repair it first (INVALID_USAGE).
 # - If the program cannot be started (not found, not executable) or a process fails
 #   during the grow, every current rank gets an error (INVALID_ARGUMENT or
