@@ -27,18 +27,38 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
       STARLING_CHECK_ARG(base != MPI_COMM_NULL && base != MPI_Comm{}, "host_comm ", options.host_comm,
                          " does not name a communicator (pass MPI_Comm_c2f(comm) or mpi4py's comm.py2f())");
     }
-    context->transport_ = std::make_unique<transport::MpiTransport>(base);
+    // A process started by starling_context_grow enters the running job's context.
+    std::shared_ptr<TopologyState> grown;
+    MPI_Comm joined = options.use_host_comm ? MPI_COMM_NULL : JoinGrow(&grown);
+    if (joined != MPI_COMM_NULL) {
+      context->grown_ = true;
+      try {
+        context->transport_ = std::make_unique<transport::MpiTransport>(joined);
+      } catch (...) {
+        MPI_Comm_free(&joined);
+        throw;
+      }
+      MPI_Comm_free(&joined);
+      context->joined_ = true;
+    } else {
+      context->transport_ = std::make_unique<transport::MpiTransport>(base);
+    }
     context->rank_ = context->transport_->rank();
     context->size_ = context->transport_->size();
     const int nodes = options.nodes_per_machine > 0 ? options.nodes_per_machine : context->config_.nodes_per_machine;
     context->nodes_per_machine_ = nodes;
     context->layout_ = context->transport_->ComputeLayout(nodes);
+    if (context->joined_) {
+      bool failed = false;  // the grow's last step: every member got here
+      const int agreed = context->transport_->Agree(1, &failed);
+      STARLING_CHECK(!failed && agreed == 1, Code::kPeerFailed, "a process failed during starling_context_grow");
+    }
     context->WireTransport();
     SetLogRank(context->rank_);
-    // BlueFog's default: the unweighted exponential-2 graph.
+    // BlueFog's default: the unweighted exponential-2 graph (a newcomer: the grown one).
     auto initial = std::make_shared<TopologyState>();
     initial->graph = std::make_shared<const topology::Graph>(topology::Exponential(context->size_, 2));
-    context->topology_ = std::move(initial);
+    context->topology_ = grown ? std::move(grown) : std::move(initial);
     if (!context->config_.timeline_prefix.empty())
       context->timeline_ = std::make_unique<Timeline>(context->config_.timeline_prefix, context->rank_);
     context->PostNoticeReceive();
@@ -82,6 +102,16 @@ void Context::Destroy() {
     if (!gone.empty()) MarkBroken(gone, Code::kPeerFailed);
   }
   if (engine_) engine_->Stop();
+  if (grown_ && !local_teardown() && transport_) {
+    // A grown job: processes of two launches (the first job and the spawned one).
+    // Open MPI 5's launcher hangs or cuts the output of a spawned process that
+    // outlives the first job's processes, so every member leaves together. ULFM: a
+    // dead member makes the barrier fail instead of hang; then each leaves on its own.
+    try {
+      transport_->Barrier();
+    } catch (const Error&) {
+    }
+  }
   timeline_.reset();  // completes the JSON file
   // Windows may still exist: withdraw their posted receives while MPI is alive.
   // A copy: the stop function may clear the member while it runs. Another thread still

@@ -66,6 +66,22 @@ struct RepairResult {
   std::string topology;         // how the topology was rebuilt
 };
 
+// starling_context_grow.
+struct GrowOptions {
+  int count = 1;
+  std::vector<int> ranks;  // the newcomers' ranks; empty: at the end
+  std::string command;     // the newcomers' program (rank 0's is used)
+  std::vector<std::string> argv;
+  std::shared_ptr<const topology::Graph> graph;  // null: the current generator over the new size
+  bool weighted = false;
+};
+struct GrowResult {
+  int old_rank = 0, old_size = 1, new_rank = 0, new_size = 1;
+  std::vector<int> old_to_new;  // by old rank
+  std::vector<int> joined;      // the newcomers' ranks, in the order started
+  std::string topology;         // how the topology was made
+};
+
 class Context {
  public:
   // Collective over the communicator. Throws Error.
@@ -157,6 +173,13 @@ class Context {
   // called again. Throws Error(kUnsupported) without ULFM.
   RepairResult Repair(const RepairOptions& options, const std::function<void()>& detach,
                       const std::function<void(const RepairResult&)>& attach);
+  // Collective over the current ranks (see starling_context_grow): spawns the
+  // newcomers, renumbers, installs the topology, clears the other modules' state
+  // (`attach` runs once the new communicators are in place, on the calling thread).
+  // Throws Error; on error the context is unchanged (kPeerFailed: failed).
+  GrowResult Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach);
+  // This process entered the context through a grow (it was spawned by one).
+  bool joined() const { return joined_; }
   // With ULFM: "" while MPI knows of no failed rank, else a message naming them.
   std::string KnownFailures() const;
   // Drops every module's per-context state except that of type `keep`.
@@ -185,6 +208,9 @@ class Context {
 
  private:
   Context() = default;
+  // In a process spawned by a grow: takes part in its collective half and returns the
+  // grown communicator (the caller frees it) and the topology; else MPI_COMM_NULL.
+  static MPI_Comm JoinGrow(std::shared_ptr<TopologyState>* topology);
 
   Config config_;
   std::unique_ptr<transport::MpiTransport> transport_;
@@ -194,6 +220,8 @@ class Context {
   int size_ = 1;
   int nodes_per_machine_ = 0;  // as created (repair recomputes the layout with it)
   bool holds_mpi_ = false;
+  bool joined_ = false;
+  bool grown_ = false;  // grown, or joined: destroy waits for every member (a barrier)
   bool destroyed_ = false;
   std::mutex destroy_mutex_;
 

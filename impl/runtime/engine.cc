@@ -78,6 +78,12 @@ std::unique_lock<std::mutex> Engine::Quiesce() {
   return lock;
 }
 
+std::unique_lock<std::mutex> Engine::Drain() {
+  std::unique_lock<std::mutex> lock(exec_mutex_);
+  RunQueued(nullptr);
+  return lock;
+}
+
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   std::shared_ptr<Request> request = op->request;
   if (Timeline* timeline = context_.timeline()) timeline->Instant(op->TimelineLane(), "ENQUEUE");

@@ -44,6 +44,9 @@ class Engine {
   // with the context's error, waits for the running one to fail, and returns the
   // execution lock: nothing runs until it is released.
   std::unique_lock<std::mutex> Quiesce();
+  // Runs every queued operation (in order) and returns the execution lock, held: on a
+  // usable context, nothing else runs until it is released (starling_context_grow).
+  std::unique_lock<std::mutex> Drain();
 
   // Queues `op` and returns its request. Throws Error(kShutdown) after Stop(),
   // Error(kAborted) after Abort().

@@ -1,13 +1,14 @@
 #include "impl/topology/regenerate.h"
 
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "impl/common/error.h"
 
 namespace starling::topology {
 
-Graph Regenerate(const Graph& old, const std::vector<int>& old_to_new, int new_size, std::string* how) {
+std::optional<Graph> SameGenerator(const Graph& old, int new_size, std::string* how) {
   using Generator = std::function<Graph(int)>;
   std::vector<std::pair<std::string, Generator>> generators = {
       {"exponential-two", [](int n) { return ExponentialTwo(n); }},
@@ -36,9 +37,14 @@ Graph Regenerate(const Graph& old, const std::vector<int>& old_to_new, int new_s
       if (how) *how = name;
       return graph;
     } catch (const Error&) {
-      break;  // not for the new size: fall back to the induced subgraph
+      break;  // not for the new size
     }
   }
+  return std::nullopt;
+}
+
+Graph Regenerate(const Graph& old, const std::vector<int>& old_to_new, int new_size, std::string* how) {
+  if (std::optional<Graph> same = SameGenerator(old, new_size, how)) return std::move(*same);
   std::vector<Edge> edges;
   for (const Edge& e : old.edges()) {
     const int src = old_to_new[static_cast<size_t>(e.src)], dst = old_to_new[static_cast<size_t>(e.dst)];

@@ -2,6 +2,7 @@
 // the survivors, or, for a graph no generator makes, the subgraph they induce.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,5 +17,9 @@ namespace starling::topology {
 // otherwise the survivors' induced subgraph, renumbered, weights unchanged.
 // *how says which ("exponential(base 2)", "induced subgraph").
 Graph Regenerate(const Graph& old, const std::vector<int>& old_to_new, int new_size, std::string* how);
+
+// The generator that makes `old` (the list above), over new_size ranks; nullopt when
+// no generator makes `old` or the generator does not take new_size (starling_context_grow).
+std::optional<Graph> SameGenerator(const Graph& old, int new_size, std::string* how);
 
 }  // namespace starling::topology

@@ -100,11 +100,15 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
-// Fault tolerance (ULFM): starling_fault_tolerant as is; starling_context_repair through
-// starling_java_context_repair below (its structs carry arrays).
+// Fault tolerance (ULFM): starling_fault_tolerant and starling_joined as they are;
+// starling_context_repair through starling_java_context_repair below (its structs carry
+// arrays). starling_context_grow is not wrapped for Java yet.
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
+%ignore starling_grow_options;
+%ignore starling_grow_result;
+%ignore starling_context_grow;
 
 // ---- primitive arrays: inputs (const T*) are read, outputs (T*) copied back. NULL
 // stays NULL (the C functions accept it where the capacity is 0).

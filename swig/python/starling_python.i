@@ -453,6 +453,9 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
+%ignore starling_grow_options;
+%ignore starling_grow_result;
+%ignore starling_context_grow;
 %ignore starling_neighbor_allreduce;
 %ignore starling_neighbor_allreduce_nonblocking;
 %ignore starling_neighbor_allgather;
@@ -491,6 +494,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %nothread py_window_versions;
 %nothread py_get_stats;
 %nothread py_context_repair;
+%nothread py_context_grow;
 
 // ---- helpers: flat Python arguments in place of option structs -----------------------
 %inline %{
@@ -942,6 +946,77 @@ static PyObject* py_context_repair(starling_context_t ctx, starling_topology_t t
   }
   return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
                        result.new_rank, "new_size", result.new_size, "old_to_new", mapping, "failed", dropped);
+}
+
+/* starling_context_grow: count processes at `ranks` (a list, or None: at the end),
+ * running `command` with `args` (a list of str; command None: this process's program),
+ * over `topo` (NULL: the current generator). Returns a dict (old_rank, old_size,
+ * new_rank, new_size, old_to_new, joined). Runs without the GIL: it waits for the
+ * other ranks and for the new processes to start. */
+static PyObject* py_context_grow(starling_context_t ctx, int count, PyObject* ranks, PyObject* command, PyObject* args,
+                                 starling_topology_t topo, int is_weighted) {
+  starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
+  options.count = count;
+  options.topology = topo;
+  options.is_weighted = is_weighted;
+  int places[1024];
+  const char* argv[257];
+  if (ranks != Py_None) {
+    const Py_ssize_t n = PySequence_Check(ranks) ? PySequence_Size(ranks) : -1;
+    if (n < 0 || n > 1024 || n != count) {
+      PyErr_SetString(PyExc_ValueError, "ranks must be a sequence of count (at most 1024) ints");
+      return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_GetItem(ranks, i);
+      places[i] = item ? (int)PyLong_AsLong(item) : -1;
+      Py_XDECREF(item);
+      if (PyErr_Occurred()) return NULL;
+    }
+    options.ranks = places;
+  }
+  if (command != Py_None) {
+    options.command = PyUnicode_AsUTF8(command);
+    if (!options.command) return NULL;
+    const Py_ssize_t n = PySequence_Check(args) ? PySequence_Size(args) : -1;
+    if (n < 0 || n > 256) {
+      PyErr_SetString(PyExc_ValueError, "args must be a sequence of at most 256 str");
+      return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_GetItem(args, i);  /* kept alive by `args` */
+      argv[i] = item ? PyUnicode_AsUTF8(item) : NULL;
+      Py_XDECREF(item);
+      if (!argv[i]) return NULL;
+    }
+    argv[n] = NULL;
+    options.argv = argv;
+  }
+  int old_to_new[4096], joined[1024];
+  starling_grow_result_t result = STARLING_GROW_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = 4096;
+  result.joined = joined;
+  result.joined_capacity = 1024;
+  starling_status_t status;
+  Py_BEGIN_ALLOW_THREADS
+  status = starling_context_grow(ctx, &options, &result);
+  Py_END_ALLOW_THREADS
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  PyObject* mapping = PyList_New(0);
+  PyObject* newcomers = PyList_New(0);
+  for (int i = 0; i < result.old_size && i < 4096; ++i) {
+    PyObject* v = PyLong_FromLong(old_to_new[i]);
+    PyList_Append(mapping, v);
+    Py_DECREF(v);
+  }
+  for (int i = 0; i < count && i < 1024; ++i) {
+    PyObject* v = PyLong_FromLong(joined[i]);
+    PyList_Append(newcomers, v);
+    Py_DECREF(v);
+  }
+  return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
+                       result.new_rank, "new_size", result.new_size, "old_to_new", mapping, "joined", newcomers);
 }
 
 static PyObject* py_get_stats(starling_context_t ctx) {

@@ -30,3 +30,19 @@ def test_peer_failed_error_names_ranks():
     assert starling.PeerFailedError("rank 4 is gone").ranks == [4]
     assert starling.PeerFailedError("a peer revoked the context's communicator").ranks == []
     assert isinstance(one, starling.StarlingError)
+
+
+def test_grow_refusals(ctx):
+    assert ctx.joined is False
+    with pytest.raises(ValueError, match="count"):
+        ctx.grow(count=2, ranks=[0])  # ranks must have count entries: refused before the C call
+    if not ctx.fault_tolerant:
+        with pytest.raises(starling.UnsupportedError, match="needs Open MPI 5 with ULFM"):
+            ctx.grow()
+        assert ctx.size == SIZE
+        return
+    with pytest.raises(starling.InvalidArgumentError, match="count must be >= 1"):
+        ctx.grow(count=0)
+    with pytest.raises(starling.InvalidArgumentError, match="not in"):
+        ctx.grow(ranks=[SIZE + 1])
+    assert ctx.rank == RANK and ctx.size == SIZE

@@ -141,6 +141,34 @@ class Context:
         self._in_neighbors = self._out_neighbors = None
         return result
 
+    def grow(self, count: int = 1, ranks: Optional[Sequence[int]] = None, command: Optional[str] = None,
+             args: Sequence[str] = (), topology: Any = None, weighted: bool = False) -> Dict[str, Any]:
+        """Grows the context by `count` new processes (starling_context_grow; needs
+        ULFM, else UnsupportedError). Collective over the current ranks, which pass the
+        same count, ranks and topology. ranks: each newcomer's rank in the grown context
+        (None: after the current ranks; [1] puts a replacement at a repaired-away rank
+        1's place); the current ranks keep their order in the other places. command /
+        args: the newcomers' program (None: this process's interpreter and arguments,
+        so the same script joins: its Context() enters this one and `joined` is True).
+        topology: over the grown size (None: the current generator over it). No window
+        may exist (InvalidUsageError). Returns {"old_rank", "old_size", "new_rank",
+        "new_size", "old_to_new", "joined"} (joined: the newcomers' ranks)."""
+        topo = None if topology is None else as_topology(topology)
+        result = _core.py_context_grow(self._handle, int(count), None if ranks is None else [int(r) for r in ranks],
+                                       command, [str(a) for a in args], None if topo is None else topo._handle,
+                                       int(bool(weighted)))
+        self._rank = result["new_rank"]
+        self._size = result["new_size"]
+        self._in_neighbors = self._out_neighbors = None
+        return result
+
+    @property
+    def joined(self) -> bool:
+        """True when this process entered the context through another job's grow()
+        (it was started by it): fetch the state (parameters, epoch) from a member
+        instead of initializing it."""
+        return bool(_core.joined(self._handle))
+
     @property
     def closed(self) -> bool:
         return self._closed

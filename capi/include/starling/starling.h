@@ -288,6 +288,86 @@ STARLING_API starling_status_t starling_context_repair(starling_context_t ctx,
                                                        const starling_repair_options_t* options,
                                                        starling_repair_result_t* out);
 
+/* Rejoin (ULFM): the context grows by processes started for it, e.g. a replacement
+ * for a rank that died (after starling_context_repair) or extra workers.
+ * Options of starling_context_grow (struct_size rule, as the context options). Every
+ * current rank passes the same count, ranks, topology and is_weighted (checked: a
+ * mismatch is INVALID_ARGUMENT on every rank); command and argv are taken from rank 0. */
+typedef struct starling_grow_options {
+  size_t struct_size;          /* sizeof(starling_grow_options_t) */
+  int count;                   /* processes to start, >= 1 */
+  /* [count]: the rank in the grown context of each new process, distinct, in
+   * [0, size + count); the current ranks keep their order in the other places (e.g.
+   * {1} after rank 1 died and was repaired away: the replacement takes its old rank).
+   * NULL: after the current ranks (size, size + 1, ...). BORROWED. */
+  const int* ranks;
+  /* The program the new processes run. NULL: the same as this process (its
+   * executable, /proc/self/exe, with this process's arguments), so an unmodified
+   * script is its own replacement. Started in rank 0's working directory, with the
+   * launcher's environment. BORROWED. */
+  const char* command;
+  const char* const* argv;     /* with command: its arguments, NULL-terminated (NULL: none) */
+  /* The topology over the grown context (size + count ranks). NULL: the current
+   * topology's generator over the new size (it must be one of the generators
+   * starling_context_repair regenerates; otherwise INVALID_ARGUMENT: pass one). */
+  starling_topology_t topology;
+  int is_weighted;             /* with topology: as in starling_set_topology */
+} starling_grow_options_t;
+
+#define STARLING_GROW_OPTIONS_INIT { sizeof(starling_grow_options_t), 1, NULL, NULL, NULL, NULL, 0 }
+
+/* What starling_context_grow did. Arrays are the caller's, filled up to their
+ * capacity (NULL with capacity 0: not wanted). */
+typedef struct starling_grow_result {
+  size_t struct_size;      /* sizeof(starling_grow_result_t) */
+  int old_rank;
+  int old_size;
+  int new_rank;
+  int new_size;            /* old_size + count */
+  int* old_to_new;         /* [old_size]: old rank -> new rank */
+  int old_to_new_capacity;
+  int* joined;             /* [count]: the new processes' ranks, in the order started */
+  int joined_capacity;
+} starling_grow_result_t;
+
+#define STARLING_GROW_RESULT_INIT { sizeof(starling_grow_result_t), 0, 0, 0, 0, NULL, 0, NULL, 0 }
+
+/* Grows the context by options->count new processes (rank 0 starts them with
+ * MPI_Comm_spawn while the other ranks sleep; a port then connects them to every
+ * current rank, MPI_Comm_accept / MPI_Comm_connect). Collective over the current ranks; no other call on the
+ * context may run meanwhile, and every operation submitted before it completes first.
+ * - The new processes join inside their own starling_context_create (and
+ *   starling_init / starling.torch.init()): a process started by a grow (it has an
+ *   MPI parent) does not make a context of its own but enters this one, at the rank
+ *   options->ranks gives it; starling_joined tells it so (e.g. to fetch the epoch and
+ *   the parameters from a neighbor with starling_broadcast instead of initializing
+ *   them). Only the first context of a process joins, and only one created without
+ *   use_host_comm (so a Starling program that other code spawns with MPI_Comm_spawn
+ *   should pass its communicator as host_comm, or it would wait for a grow).
+ * - The current ranks are renumbered (out->old_to_new), the topology is installed
+ *   (see the options; the machine topology and dynamic schedules' state are dropped,
+ *   set them again) and operations then run over the grown context on every member.
+ * - Windows: none may exist (INVALID_USAGE naming them): free them before the grow and
+ *   create them again after it (the new processes take part in that window_create).
+ * - Needs ULFM (the job started with `mpirun --with-ft ulfm` or
+ *   `starlingrun --fault-tolerant`): else UNSUPPORTED saying what is needed. Measured
+ *   on one host: 1.2-1.3 s for a C newcomer; a Python one adds its imports.
+ * - The context must be usable: after a PEER_FAILED, repair it first (INVALID_USAGE).
+ * - If the program cannot be started (not found, not executable) or a process fails
+ *   during the grow, every current rank gets an error (INVALID_ARGUMENT or
+ *   TRANSPORT/PEER_FAILED) and the context stays as it was (PEER_FAILED: failed).
+ * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count
+ * < 1, ranks out of range or repeated, a topology of the wrong size, options that differ
+ * between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED,
+ * TRANSPORT. */
+STARLING_API starling_status_t starling_context_grow(starling_context_t ctx,
+                                                     const starling_grow_options_t* options,
+                                                     starling_grow_result_t* out);
+
+/* *out = 1 when this process entered ctx through a starling_context_grow of a running
+ * job (it was started by it), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+STARLING_API starling_status_t starling_joined(starling_context_t ctx, int* out);
+
 /* Layout queries. Local, no communication. "Machines" are groups of ranks on one host
  * (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out). */

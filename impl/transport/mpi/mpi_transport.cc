@@ -377,6 +377,8 @@ MPI_Comm MpiTransport::Shrink() {
   return shrunk;
 }
 
+void MpiTransport::Barrier() { Check(MPI_Barrier(collective_comm_), "MPI_Barrier"); }
+
 std::vector<int> MpiTransport::AllgatherInt(int value) {
   std::vector<int> all(static_cast<size_t>(size_));
   Check(MPI_Allgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, collective_comm_), "MPI_Allgather");

@@ -92,6 +92,10 @@ class MpiTransport final : public Transport {
   // Collective over the survivors (ULFM): a new communicator without the failed
   // ranks (the caller owns it). Throws Error(kPeerFailed) if a rank fails meanwhile.
   MPI_Comm Shrink();
+  // The collective communicator, for calls that derive others from it (grow's spawn).
+  MPI_Comm base_comm() const { return collective_comm_; }
+  // Collective, blocking: MPI_Barrier over the collective communicator.
+  void Barrier();
   // Collective, blocking: every rank's value, by rank.
   std::vector<int> AllgatherInt(int value);
   // Collective over the communicator (ULFM): the AND of every live rank's `flag`,

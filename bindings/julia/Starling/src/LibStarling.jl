@@ -125,6 +125,41 @@ end
 starling_repair_result_t(; struct_size=sizeof(starling_repair_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, num_failed=0, old_to_new=C_NULL, old_to_new_capacity=0, failed=C_NULL, failed_capacity=0) =
     starling_repair_result_t(struct_size, old_rank, old_size, new_rank, new_size, num_failed, old_to_new, old_to_new_capacity, failed, failed_capacity)
 
+# Rejoin (ULFM): the context grows by processes started for it, e.g. a replacement
+# for a rank that died (after starling_context_repair) or extra workers.
+# Options of starling_context_grow (struct_size rule, as the context options). Every
+# current rank passes the same count, ranks, topology and is_weighted (checked: a
+# mismatch is INVALID_ARGUMENT on every rank); command and argv are taken from rank 0.
+struct starling_grow_options_t
+    struct_size::Csize_t
+    count::Cint
+    ranks::Ptr{Cint}
+    command::Ptr{Cchar}
+    argv::Ptr{Ptr{Cchar}}
+    topology::starling_topology_t
+    is_weighted::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_grow_options_t(; struct_size=sizeof(starling_grow_options_t), count=1, ranks=C_NULL, command=C_NULL, argv=C_NULL, topology=C_NULL, is_weighted=0) =
+    starling_grow_options_t(struct_size, count, ranks, command, argv, topology, is_weighted)
+
+# What starling_context_grow did. Arrays are the caller's, filled up to their
+# capacity (NULL with capacity 0: not wanted).
+struct starling_grow_result_t
+    struct_size::Csize_t
+    old_rank::Cint
+    old_size::Cint
+    new_rank::Cint
+    new_size::Cint
+    old_to_new::Ptr{Cint}
+    old_to_new_capacity::Cint
+    joined::Ptr{Cint}
+    joined_capacity::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_grow_result_t(; struct_size=sizeof(starling_grow_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, old_to_new=C_NULL, old_to_new_capacity=0, joined=C_NULL, joined_capacity=0) =
+    starling_grow_result_t(struct_size, old_rank, old_size, new_rank, new_size, old_to_new, old_to_new_capacity, joined, joined_capacity)
+
 # Counters of a context since its creation, for tuning and monitoring. Local.
 struct starling_stats_t
     struct_size::Csize_t
@@ -394,6 +429,44 @@ end
 # ULFM: the message says what is needed), ABORTED, PEER_FAILED (see above).
 function starling_context_repair(ctx, options, out)
     ccall((:starling_context_repair, libstarling), starling_status_t, (starling_context_t, Ptr{starling_repair_options_t}, Ptr{starling_repair_result_t}), ctx, options, out)
+end
+
+# Grows the context by options->count new processes (rank 0 starts them with
+# MPI_Comm_spawn while the other ranks sleep; a port then connects them to every
+# current rank, MPI_Comm_accept / MPI_Comm_connect). Collective over the current ranks; no other call on the
+# context may run meanwhile, and every operation submitted before it completes first.
+# - The new processes join inside their own starling_context_create (and
+#   starling_init / starling.torch.init()): a process started by a grow (it has an
+#   MPI parent) does not make a context of its own but enters this one, at the rank
+#   options->ranks gives it; starling_joined tells it so (e.g. to fetch the epoch and
+#   the parameters from a neighbor with starling_broadcast instead of initializing
+#   them). Only the first context of a process joins, and only one created without
+#   use_host_comm (so a Starling program that other code spawns with MPI_Comm_spawn
+#   should pass its communicator as host_comm, or it would wait for a grow).
+# - The current ranks are renumbered (out->old_to_new), the topology is installed
+#   (see the options; the machine topology and dynamic schedules' state are dropped,
+#   set them again) and operations then run over the grown context on every member.
+# - Windows: none may exist (INVALID_USAGE naming them): free them before the grow and
+#   create them again after it (the new processes take part in that window_create).
+# - Needs ULFM (the job started with `mpirun --with-ft ulfm` or
+#   `starlingrun --fault-tolerant`): else UNSUPPORTED saying what is needed. Measured
+#   on one host: 1.2-1.3 s for a C newcomer; a Python one adds its imports.
+# - The context must be usable: after a PEER_FAILED, repair it first (INVALID_USAGE).
+# - If the program cannot be started (not found, not executable) or a process fails
+#   during the grow, every current rank gets an error (INVALID_ARGUMENT or
+#   TRANSPORT/PEER_FAILED) and the context stays as it was (PEER_FAILED: failed).
+# out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count
+# < 1, ranks out of range or repeated, a topology of the wrong size, options that differ
+# between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED,
+# TRANSPORT.
+function starling_context_grow(ctx, options, out)
+    ccall((:starling_context_grow, libstarling), starling_status_t, (starling_context_t, Ptr{starling_grow_options_t}, Ptr{starling_grow_result_t}), ctx, options, out)
+end
+
+# out = 1 when this process entered ctx through a starling_context_grow of a running
+# job (it was started by it), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+function starling_joined(ctx, out)
+    ccall((:starling_joined, libstarling), starling_status_t, (starling_context_t, Ptr{Cint}), ctx, out)
 end
 
 # Layout queries. Local, no communication. "Machines" are groups of ranks on one host

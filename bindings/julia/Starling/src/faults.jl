@@ -33,3 +33,47 @@ function repair!(ctx::Context; topology::Union{Nothing,Topology}=nothing, weight
             new_size=Int(r.new_size), failed=Int.(failed[1:Int(r.num_failed)]),
             old_to_new=Int.(old_to_new[1:Int(r.old_size)]))
 end
+
+"True if this process entered `ctx` through a `grow!` of a running job (it was started by it)."
+joined(ctx::Context) = query(L.starling_joined, ctx) != 0
+
+"""
+    grow!(ctx; count=1, ranks=nothing, command=nothing, args=String[], topology=nothing, weighted=false)
+
+Grows the context by `count` new processes (collective over the current ranks; needs
+ULFM, else `StarlingError` UNSUPPORTED). `ranks` (0-based): each newcomer's rank in the
+grown context (default: after the current ranks; e.g. `[1]` puts a replacement at a
+repaired-away rank 1's place); the current ranks keep their order. `command`/`args`:
+the newcomers' program (default: this process's executable and arguments, so the same
+script joins: its `Context()` enters the grown context and `joined(ctx)` is true).
+`topology`: over the grown size (default: the current generator over it). No window may
+exist. Updates `ctx.rank`/`ctx.size`; returns `(old_rank, old_size, new_rank, new_size,
+old_to_new, joined)` with 0-based ranks.
+"""
+function grow!(ctx::Context; count::Integer=1, ranks::Union{Nothing,AbstractVector{<:Integer}}=nothing,
+               command::Union{Nothing,AbstractString}=nothing, args::AbstractVector{<:AbstractString}=String[],
+               topology::Union{Nothing,Topology}=nothing, weighted::Bool=false)
+    places = ranks === nothing ? Cint[] : Cint.(ranks)
+    ranks !== nothing && length(places) != count && throw(ArgumentError("ranks must have count ($count) entries"))
+    argv = Ptr{Cchar}[Ptr{Cchar}(pointer(a)) for a in args]
+    push!(argv, Ptr{Cchar}(C_NULL))
+    old_to_new = Vector{Cint}(undef, ctx.size)
+    newcomers = Vector{Cint}(undef, max(Int(count), 0))
+    result = Ref(L.starling_grow_result_t())
+    GC.@preserve places command args argv topology old_to_new newcomers begin
+        options = Ref(L.starling_grow_options_t(; count=Cint(count),
+                                                  ranks=ranks === nothing ? C_NULL : pointer(places),
+                                                  command=command === nothing ? C_NULL : Ptr{Cchar}(pointer(command)),
+                                                  argv=command === nothing ? C_NULL : pointer(argv),
+                                                  topology=topology === nothing ? C_NULL : handle(topology),
+                                                  is_weighted=Cint(weighted)))
+        result[] = L.starling_grow_result_t(; old_to_new=pointer(old_to_new), old_to_new_capacity=Cint(length(old_to_new)),
+                                              joined=pointer(newcomers), joined_capacity=Cint(length(newcomers)))
+        check(L.starling_context_grow(ctx.handle, options, result))
+    end
+    r = result[]
+    ctx.rank = Int(r.new_rank)
+    ctx.size = Int(r.new_size)
+    return (old_rank=Int(r.old_rank), old_size=Int(r.old_size), new_rank=Int(r.new_rank), new_size=Int(r.new_size),
+            old_to_new=Int.(old_to_new[1:Int(r.old_size)]), joined=Int.(newcomers))
+end

@@ -10,7 +10,7 @@ import atexit
 import contextlib
 import functools
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import networkx as nx
 import torch
@@ -111,8 +111,18 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         S.timeline_on = S.context.timeline_enabled
         atexit.register(shutdown)
         _select_gpu(S.context.local_rank)
+    if S.context.joined and S.topology is None:
+        # Started by grow(): the job's topology is already installed (set_topology is
+        # collective, and the running ranks are not calling it).
+        _adopt_topology(S.context)
+        return
     set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
                  is_weighted)
+
+
+def _adopt_topology(context: Any) -> None:
+    S.topology, S.is_weighted = context.topology.to_networkx(), context.topology_weighted
+    S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
 
 
 def _select_gpu(local_rank: int) -> None:
@@ -177,6 +187,34 @@ def repair(topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> 
     S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
     S.repairs += 1
     return result
+
+
+def grow(count: int = 1, ranks: Optional[List[int]] = None, topology: Optional[nx.DiGraph] = None,
+         is_weighted: bool = False, command: Optional[str] = None, args: Tuple[str, ...] = ()) -> Dict[str, Any]:
+    """Starling's addition: every current rank calls grow() to start `count` new
+    processes that join the job, e.g. a replacement after repair(). By default they run
+    this same script: its init() enters the grown job (joined() is True there) instead
+    of starting a new one. ranks: their ranks (None: at the end; [r] puts one at rank
+    r, the current ranks keep their order in the other places); topology: over the new
+    size (None: the current generator over it). No window may exist. Then the newcomers
+    pull the parameters from a member (broadcast_parameters(model.state_dict(),
+    root_rank=0) on every rank) and train on. Returns {"old_rank", "old_size",
+    "new_rank", "new_size", "old_to_new", "joined"}. Collective over the current ranks;
+    needs ULFM (`starlingrun --fault-tolerant`)."""
+    context = S.require_context()
+    for request in list(S.handles.values()):
+        request.wait()
+    S.handles.clear()
+    result = context.grow(count, ranks, command, args, topology, is_weighted)
+    _adopt_topology(context)
+    S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
+    S.repairs += 1  # optimizers start their next communication afresh
+    return result
+
+
+def joined() -> bool:
+    """Starling's addition: True in a process that joined a running job through grow()."""
+    return S.require_context().joined
 
 
 def size() -> int:
@@ -799,7 +837,7 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "shutdown", "abort", "repair", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",

@@ -1,0 +1,79 @@
+// Rejoin (ULFM): starling_context_grow and starling_joined. Glue only.
+#include <typeindex>
+
+#include "capi/private/api.h"
+#include "capi/private/objects.h"
+#include "capi/private/topology_handles.h"
+#include "impl/transport/mpi/spawn.h"
+#include "impl/windows/ops.h"
+#include "impl/windows/registry.h"
+
+using namespace starling;
+using namespace starling::capi;
+
+extern "C" {
+
+STARLING_API starling_status_t starling_joined(starling_context_t ctx, int* out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  *out = Contexts().Get(ctx)->joined() ? 1 : 0;
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, const starling_grow_options_t* options,
+                                                     starling_grow_result_t* out) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  const starling_grow_options_t o =
+      CopyOptions(options, starling_grow_options_t STARLING_GROW_OPTIONS_INIT,
+                  offsetof(starling_grow_options_t, is_weighted) + sizeof(int), "options", "STARLING_GROW_OPTIONS_INIT");
+  STARLING_CHECK_ARG(o.is_weighted == 0 || o.is_weighted == 1, "options->is_weighted must be 0 or 1, got ",
+                     o.is_weighted);
+  STARLING_CHECK_ARG(o.argv == nullptr || o.command != nullptr, "options->argv is set but options->command is NULL");
+  starling_grow_result_t r = STARLING_GROW_RESULT_INIT;
+  if (out != nullptr) {
+    r = CopyOptions(out, r, offsetof(starling_grow_result_t, joined_capacity) + sizeof(int), "out",
+                    "STARLING_GROW_RESULT_INIT");
+    CheckArray(r.old_to_new, r.old_to_new_capacity, "out->old_to_new", "out->old_to_new_capacity");
+    CheckArray(r.joined, r.joined_capacity, "out->joined", "out->joined_capacity");
+  }
+  const std::vector<std::string> windows = windows::WindowNames(*context);
+  if (!windows.empty()) {
+    std::string names;
+    for (const std::string& n : windows) names += (names.empty() ? "'" : ", '") + n + "'";
+    Fail(Code::kInvalidUsage, "starling_context_grow: windows exist (", names,
+         "); free them before the grow and create them again after it (the new processes take part)");
+  }
+  runtime::GrowOptions parsed;
+  parsed.count = o.count;  // checked by the grow, together with every rank's options
+  if (o.ranks != nullptr && o.count > 0) parsed.ranks.assign(o.ranks, o.ranks + o.count);
+  if (o.command != nullptr) {
+    STARLING_CHECK_ARG(o.command[0] != '\0', "options->command is empty");
+    parsed.command = o.command;
+    for (const char* const* a = o.argv; a != nullptr && *a != nullptr; ++a) parsed.argv.emplace_back(*a);
+  } else {
+    parsed.command = transport::OwnExecutable();
+    parsed.argv = transport::OwnArguments();
+  }
+  if (o.topology != nullptr) parsed.graph = TopologyFromHandle(o.topology);
+  parsed.weighted = o.is_weighted == 1;
+  runtime::Context& c = *context;
+  const runtime::GrowResult result = c.Grow(parsed, [&c](const runtime::GrowResult&) {
+    // Other modules' state (stashed neighbor messages, NCCL communicators...) was
+    // about the old ranks.
+    c.ClearExtensionsExcept(std::type_index(typeid(windows::Registry)));
+  });
+  if (out != nullptr) {
+    out->old_rank = result.old_rank;
+    out->old_size = result.old_size;
+    out->new_rank = result.new_rank;
+    out->new_size = result.new_size;
+    for (int i = 0; i < r.old_to_new_capacity && i < result.old_size; ++i)
+      r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
+    for (int i = 0; i < r.joined_capacity && i < static_cast<int>(result.joined.size()); ++i)
+      r.joined[i] = result.joined[static_cast<size_t>(i)];
+  }
+  STARLING_API_END();
+}
+
+}  // extern "C"

@@ -1,0 +1,264 @@
+// Context::Grow and the newcomer's side of it (Context::Create calls JoinGrow): the
+// current ranks spawn processes, both sides merge into one communicator in the order
+// asked, and the newcomers receive the topology. See starling_context_grow.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
+#include "impl/runtime/context.h"
+#include "impl/topology/regenerate.h"
+#include "impl/transport/mpi/spawn.h"
+#include "impl/transport/mpi/ulfm.h"
+
+namespace starling::runtime {
+namespace {
+
+constexpr int32_t kJoinMagic = 0x53474a31;  // "SGJ1"
+
+// What the newcomers learn from the current ranks (one broadcast over the merged
+// communicator): the old size, their ranks, the grown topology.
+struct JoinHeader {
+  int old_size = 0;
+  std::vector<int> joined;
+  std::vector<topology::Edge> edges;
+  int graph_size = 0;
+  bool weighted = false;
+};
+
+template <typename T>
+void Put(std::vector<char>* out, T value) {
+  const char* p = reinterpret_cast<const char*>(&value);
+  out->insert(out->end(), p, p + sizeof(T));
+}
+
+template <typename T>
+T Take(const std::vector<char>& in, size_t* at) {
+  STARLING_CHECK(*at + sizeof(T) <= in.size(), Code::kInternal, "starling_context_grow: short join message");
+  T value;
+  std::memcpy(&value, in.data() + *at, sizeof(T));
+  *at += sizeof(T);
+  return value;
+}
+
+std::vector<char> Encode(const JoinHeader& h) {
+  std::vector<char> out;
+  Put<int32_t>(&out, kJoinMagic);
+  Put<int32_t>(&out, h.old_size);
+  Put<int32_t>(&out, static_cast<int32_t>(h.joined.size()));
+  for (int r : h.joined) Put<int32_t>(&out, r);
+  Put<int32_t>(&out, h.graph_size);
+  Put<int32_t>(&out, h.weighted ? 1 : 0);
+  Put<int64_t>(&out, static_cast<int64_t>(h.edges.size()));
+  for (const topology::Edge& e : h.edges) {
+    Put<int32_t>(&out, e.src);
+    Put<int32_t>(&out, e.dst);
+    Put<double>(&out, e.weight);
+  }
+  return out;
+}
+
+JoinHeader Decode(const std::vector<char>& in) {
+  size_t at = 0;
+  STARLING_CHECK(Take<int32_t>(in, &at) == kJoinMagic, Code::kTransport,
+                 "starling_context_grow: the parent job sent no join message (is it a Starling job of the same version?)");
+  JoinHeader h;
+  h.old_size = Take<int32_t>(in, &at);
+  const int count = Take<int32_t>(in, &at);
+  for (int i = 0; i < count; ++i) h.joined.push_back(Take<int32_t>(in, &at));
+  h.graph_size = Take<int32_t>(in, &at);
+  h.weighted = Take<int32_t>(in, &at) == 1;
+  const int64_t edges = Take<int64_t>(in, &at);
+  for (int64_t i = 0; i < edges; ++i) {
+    topology::Edge e{};
+    e.src = Take<int32_t>(in, &at);
+    e.dst = Take<int32_t>(in, &at);
+    e.weight = Take<double>(in, &at);
+    h.edges.push_back(e);
+  }
+  return h;
+}
+
+// FNV-1a over the options every rank must agree on; never negative (negative values
+// carry errors in the agreement below).
+int Fingerprint(const std::vector<char>& bytes) {
+  uint32_t h = 2166136261u;
+  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return static_cast<int>(h & 0x7fffffffu);
+}
+
+}  // namespace
+
+MPI_Comm Context::JoinGrow(std::shared_ptr<TopologyState>* topology) {
+  MPI_Comm merged = transport::JoinMerged();
+  if (merged == MPI_COMM_NULL) return MPI_COMM_NULL;
+  try {
+    std::vector<char> bytes;
+    transport::BroadcastBytes(merged, 0, &bytes);
+    const JoinHeader h = Decode(bytes);
+    int merged_rank = 0;
+    MPI_Comm_rank(merged, &merged_rank);
+    const int index = merged_rank - h.old_size;
+    STARLING_CHECK(index >= 0 && index < static_cast<int>(h.joined.size()), Code::kInternal,
+                   "starling_context_grow: newcomer ", merged_rank, " has no place (", h.joined.size(), " expected)");
+    MPI_Comm ordered = transport::Reorder(merged, h.joined[static_cast<size_t>(index)]);
+    MPI_Comm_free(&merged);
+    auto state = std::make_shared<TopologyState>();
+    state->graph = std::make_shared<const topology::Graph>(topology::Graph::FromEdges(h.graph_size, h.edges));
+    state->weighted = h.weighted;
+    *topology = std::move(state);
+    return ordered;
+  } catch (...) {
+    if (merged != MPI_COMM_NULL) MPI_Comm_free(&merged);
+    throw;
+  }
+}
+
+GrowResult Context::Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach) {
+  std::lock_guard<std::mutex> destroy_lock(destroy_mutex_);
+  STARLING_CHECK(!destroyed_, Code::kInvalidHandle, "the context was destroyed");
+  STARLING_CHECK(!aborted(), Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
+  STARLING_CHECK(fault_tolerant(), Code::kUnsupported, "starling_context_grow: ", transport::UlfmMissing());
+  if (broken_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(broken_mutex_);
+    Fail(Code::kInvalidUsage, "starling_context_grow: the context failed earlier (", broken_reason_,
+         "); repair it (starling_context_repair) first");
+  }
+  STARLING_CHECK(live_windows_.load() == 0, Code::kInvalidUsage, "starling_context_grow: ", live_windows_.load(),
+                 " window(s) exist; free them before the grow and create them again after it");
+  // Runs what was submitted before, then holds the execution lock: nothing else runs.
+  std::unique_lock<std::mutex> exec = engine_->Drain();
+
+  GrowResult result;
+  result.old_rank = rank_;
+  result.old_size = size_;
+  result.new_size = size_ + options.count;
+  // Local checks, then one agreement: every rank learns whether any rank's options are
+  // bad or differ (no rank is left waiting in the spawn).
+  std::string problem;
+  JoinHeader header;
+  header.old_size = size_;
+  std::shared_ptr<const topology::Graph> graph;
+  if (options.count < 1) {
+    problem = Str("options->count must be >= 1, got ", options.count);
+  } else {
+    header.joined = options.ranks;
+    if (header.joined.empty())
+      for (int i = 0; i < options.count; ++i) header.joined.push_back(size_ + i);
+    std::set<int> seen;
+    for (int r : header.joined) {
+      if (r < 0 || r >= result.new_size) problem = Str("options->ranks: ", r, " is not in [0, ", result.new_size, ")");
+      else if (!seen.insert(r).second) problem = Str("options->ranks: ", r, " is given twice");
+    }
+    if (problem.empty() && static_cast<int>(header.joined.size()) != options.count)
+      problem = Str("options->ranks has ", header.joined.size(), " entries for count ", options.count);
+  }
+  if (problem.empty()) {
+    if (options.graph) {
+      if (options.graph->size() != result.new_size)
+        problem = Str("options->topology has ", options.graph->size(), " ranks but the grown context has ",
+                      result.new_size);
+      graph = options.graph;
+      header.weighted = options.weighted;
+      result.topology = "given";
+    } else {
+      const std::shared_ptr<const TopologyState> current = this->topology();
+      std::optional<topology::Graph> same = topology::SameGenerator(*current->graph, result.new_size, &result.topology);
+      if (same) {
+        graph = std::make_shared<const topology::Graph>(std::move(*same));
+      } else {
+        problem = Str("the current topology is not one of Starling's generators (or not for ", result.new_size,
+                      " ranks): pass options->topology");
+      }
+      header.weighted = current->weighted;
+    }
+  }
+  if (problem.empty()) {
+    header.graph_size = graph->size();
+    header.edges = graph->edges();
+  }
+  // A name without a slash is looked up on PATH by the launcher.
+  if (problem.empty() && rank_ == 0 && options.command.find('/') != std::string::npos &&
+      access(options.command.c_str(), X_OK) != 0)
+    problem = Str("options->command '", options.command, "' is not an executable file (", std::strerror(errno), ")");
+  std::vector<char> agreed_bytes = Encode(header);
+  const int mine = problem.empty() ? Fingerprint(agreed_bytes) : -1;
+  const std::vector<int> all = transport_->AllgatherInt(mine);
+  STARLING_CHECK_ARG(problem.empty(), "starling_context_grow: ", problem);
+  for (int r = 0; r < size_; ++r) {
+    STARLING_CHECK_ARG(all[static_cast<size_t>(r)] >= 0, "starling_context_grow: rank ", r,
+                       "'s options are invalid (its own call says why)");
+    STARLING_CHECK_ARG(all[static_cast<size_t>(r)] == mine, "starling_context_grow: rank ", r,
+                       " passed other options (count, ranks, topology or is_weighted must be the same on every rank)");
+  }
+
+  // The new order: newcomers where asked, the current ranks in the other places.
+  std::vector<bool> taken(static_cast<size_t>(result.new_size), false);
+  for (int r : header.joined) taken[static_cast<size_t>(r)] = true;
+  for (int r = 0, next = 0; r < size_; ++r) {
+    while (taken[static_cast<size_t>(next)]) ++next;
+    result.old_to_new.push_back(next++);
+  }
+  result.joined = header.joined;
+  result.new_rank = result.old_to_new[static_cast<size_t>(rank_)];
+
+  std::unique_ptr<transport::MpiTransport> fresh;
+  transport::Layout layout;
+  MPI_Comm merged = MPI_COMM_NULL, ordered = MPI_COMM_NULL;
+  try {
+    merged = transport::SpawnMerged(transport_->base_comm(), 0, options.command, options.argv, options.count);
+    transport::BroadcastBytes(merged, 0, &agreed_bytes);
+    ordered = transport::Reorder(merged, result.new_rank);
+    MPI_Comm_free(&merged);
+    fresh = std::make_unique<transport::MpiTransport>(ordered);
+    MPI_Comm_free(&ordered);
+    STARLING_CHECK(fresh->rank() == result.new_rank && fresh->size() == result.new_size, Code::kInternal,
+                   "starling_context_grow: rank ", fresh->rank(), " of ", fresh->size(), ", expected ",
+                   result.new_rank, " of ", result.new_size);
+    layout = fresh->ComputeLayout(nodes_per_machine_);
+    bool failed = false;
+    const int agreed = fresh->Agree(1, &failed);
+    STARLING_CHECK(!failed && agreed == 1, Code::kPeerFailed,
+                   "a process failed during starling_context_grow; the context is unchanged");
+  } catch (...) {
+    if (merged != MPI_COMM_NULL) MPI_Comm_free(&merged);
+    if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+    if (fresh) fresh->Revoke();
+    throw;
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(notice_mutex_);
+    WithdrawNoticeReceive();
+    std::unique_ptr<transport::MpiTransport> old = std::move(transport_);
+    if (old->abandoned_receives() > 0) Quarantine(std::shared_ptr<transport::MpiTransport>(std::move(old)));
+    transport_ = std::move(fresh);
+  }
+  rank_ = result.new_rank;
+  size_ = result.new_size;
+  grown_ = true;
+  layout_ = std::move(layout);
+  WireTransport();
+  SetLogRank(rank_);
+  {
+    auto state = std::make_shared<TopologyState>();
+    state->graph = std::move(graph);
+    state->weighted = header.weighted;
+    std::lock_guard<std::mutex> lock(topology_mutex_);
+    topology_ = std::move(state);
+    machine_topology_.reset();
+  }
+  sequence_ = 0;
+  notified_.store(false);
+  PostNoticeReceive();
+  if (attach) attach(result);
+  STARLING_LOG_INFO("context grown: ", result.old_size, " -> ", result.new_size, " ranks (this rank ",
+                    result.old_rank, " -> ", result.new_rank, "), topology: ", result.topology);
+  return result;
+}
+
+}  // namespace starling::runtime

@@ -1,0 +1,220 @@
+// starling_context_grow under `mpirun --with-ft ulfm` (Open MPI 5); run by
+// run_grow_test.py. The same program is started again by the grow: the new process
+// enters the context inside starling_context_create and checks it joined.
+//
+//   grow_program <scenario>
+//   replace     rank 1 dies (SIGKILL); the survivors get PEER_FAILED, repair, and grow
+//               by one process placed at rank 1 (the dead rank's place)
+//   append      no failure: grow by one process at the end (the default place)
+//   replace_ring  as replace, with a ring topology given to the grow
+//   replace_two rank 1 and the last rank die; the survivors grow by two processes
+//               placed at ranks {size - 1, 1} (started in that order)
+// Then every member (survivors and the newcomer) checks exact results over the grown
+// context: allreduce, neighbor_allreduce, a window created after the grow (put +
+// update), and the newcomer pulls the "parameters" of rank 0 with one broadcast and
+// must hold them bit for bit. Lines for the driver:
+//   MEMBER rank=R joined=J ok=1 grow_s=D size=N
+//   MEMBER rank=R joined=J ok=0 reason=...
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <starling/starling.h>
+
+namespace {
+
+double Mono() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+struct Tensor {
+  std::vector<double> data;
+  int64_t shape[1];
+  DLTensor t{};
+  explicit Tensor(size_t n, double value = 0.0) : data(n, value) {
+    shape[0] = static_cast<int64_t>(n);
+    t.data = data.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = {kDLFloat, 64, 1};
+    t.shape = shape;
+  }
+  void Fill(double v) { std::fill(data.begin(), data.end(), v); }
+};
+
+struct Failure {
+  std::string reason;
+};
+
+void Expect(bool ok, const std::string& what) {
+  if (!ok) throw Failure{what + " (last error: " + starling_last_error() + ")"};
+}
+
+std::vector<int> InNeighbors(starling_context_t ctx) {
+  int ranks[64];
+  int count = 0;
+  Expect(starling_in_neighbors(ctx, ranks, 64, &count) == STARLING_SUCCESS, "in_neighbors");
+  return std::vector<int>(ranks, ranks + count);
+}
+
+// The parameters rank 0 holds: not a simple pattern, so a partial copy shows.
+double Parameter(size_t i) { return std::sin(0.37 * static_cast<double>(i) + 1.0) * 1e3 + 1.0 / 3.0; }
+
+// Exact results over the grown context (x_r = r + 1 on rank r).
+void CheckGrown(starling_context_t ctx, int joined) {
+  int rank = 0, size = 0;
+  starling_rank(ctx, &rank);
+  starling_size(ctx, &size);
+  // The newcomer pulls rank 0's parameters in one call; the others keep theirs.
+  Tensor params(4099);
+  if (!joined) {
+    for (size_t i = 0; i < params.data.size(); ++i) params.data[i] = rank == 0 ? Parameter(i) : -1.0;
+  }
+  Expect(starling_broadcast(ctx, &params.t, &params.t, 0, "pull parameters") == STARLING_SUCCESS, "broadcast");
+  for (size_t i = 0; i < params.data.size(); ++i)
+    Expect(params.data[i] == Parameter(i), "parameter " + std::to_string(i) + " differs from rank 0's");
+
+  Tensor x(1000, rank + 1.0), sum(1000);
+  Expect(starling_allreduce(ctx, &x.t, &sum.t, STARLING_SUM, "after grow") == STARLING_SUCCESS, "allreduce");
+  const double expected_sum = size * (size + 1) / 2.0;
+  for (double v : sum.data)
+    Expect(v == expected_sum, "allreduce sum " + std::to_string(v) + " != " + std::to_string(expected_sum));
+  const std::vector<int> in = InNeighbors(ctx);
+  double expected = rank + 1.0;
+  for (int r : in) expected += r + 1.0;
+  expected /= static_cast<double>(in.size() + 1);
+  Tensor avg(1000);
+  Expect(starling_neighbor_allreduce(ctx, &x.t, &avg.t, nullptr) == STARLING_SUCCESS, "neighbor_allreduce");
+  for (double v : avg.data)
+    Expect(std::fabs(v - expected) <= 1e-12 * expected,
+           "neighbor_allreduce " + std::to_string(v) + " != " + std::to_string(expected));
+  // A window made after the grow: the newcomer takes part in its creation.
+  Tensor w(500, 0.0);
+  starling_window_t win = nullptr;
+  Expect(starling_window_create(ctx, &w.t, "grown", 0, &win) == STARLING_SUCCESS, "window_create");
+  w.Fill(rank + 1.0);
+  Expect(starling_window_put(win, &w.t, nullptr) == STARLING_SUCCESS, "window_put");
+  Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier");
+  Expect(starling_window_update(win, nullptr) == STARLING_SUCCESS, "window_update");
+  for (double v : w.data)
+    Expect(std::fabs(v - expected) <= 1e-12 * expected,
+           "window_update " + std::to_string(v) + " != " + std::to_string(expected));
+  Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "append";
+  starling_context_t ctx = nullptr;
+  if (starling_context_create(nullptr, &ctx) != STARLING_SUCCESS) {
+    std::printf("MEMBER rank=-1 joined=-1 ok=0 reason=context_create: %s\n", starling_last_error());
+    return 1;
+  }
+  int rank = 0, size = 0, joined = 0;
+  starling_rank(ctx, &rank);
+  starling_size(ctx, &size);
+  starling_joined(ctx, &joined);
+  const int first_rank = rank;
+  double grow_s = 0.0;
+  try {
+    if (!joined) {
+      Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" || scenario == "replace_two",
+             "unknown scenario");
+      int tolerant = 0;
+      Expect(starling_fault_tolerant(ctx, &tolerant) == STARLING_SUCCESS && tolerant == 1, "fault_tolerant");
+      const bool replace = scenario != "append";
+      if (replace) {
+        if (rank == 1 || (scenario == "replace_two" && rank == size - 1)) {
+          std::fflush(stdout);
+          raise(SIGKILL);
+        }
+        Tensor x(1000, 1.0), y(1000);
+        int s = STARLING_SUCCESS;
+        for (int i = 0; i < 1000 && s == STARLING_SUCCESS; ++i)
+          s = starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the failure");
+        Expect(s == STARLING_ERR_PEER_FAILED, "the allreduce did not fail with PEER_FAILED: " + std::to_string(s));
+        Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "repair");
+        // Two deaths may be reported apart: repair until both are gone.
+        const int survivors = scenario == "replace_two" ? size - 2 : size - 1;
+        for (int i = 0; i < 500; ++i) {
+          int now = 0;
+          starling_size(ctx, &now);
+          if (now == survivors) break;
+          if (starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the second failure") != STARLING_SUCCESS)
+            Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "second repair");
+          else
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+      int current = 0;
+      starling_size(ctx, &current);
+      starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
+      const int two = scenario == "replace_two" ? 2 : 1;
+      const int places[2] = {two == 2 ? size - 1 : 1, 1};  // the grown context has `size` ranks again
+      options.count = two;
+      if (replace) options.ranks = places;
+      starling_topology_t ring = nullptr;
+      if (scenario == "replace_ring") {
+        Expect(starling_topology_ring(current + 1, STARLING_RING_BIDIRECTIONAL, &ring) == STARLING_SUCCESS, "ring");
+        options.topology = ring;
+      }
+      int old_to_new[64], newcomers[4];
+      starling_grow_result_t result = STARLING_GROW_RESULT_INIT;
+      result.old_to_new = old_to_new;
+      result.old_to_new_capacity = 64;
+      result.joined = newcomers;
+      result.joined_capacity = 4;
+      const double start = Mono();
+      Expect(starling_context_grow(ctx, &options, &result) == STARLING_SUCCESS, "grow");
+      grow_s = Mono() - start;
+      if (ring != nullptr) starling_topology_free(ring);
+      Expect(result.old_size == current && result.new_size == current + two, "grow sizes");
+      for (int i = 0; i < two; ++i)
+        Expect(newcomers[i] == (replace ? places[i] : current),
+               "newcomer " + std::to_string(i) + " at " + std::to_string(newcomers[i]));
+      // The current ranks fill the places left, in their order.
+      std::vector<int> free_places;
+      for (int r = 0; r < current + two; ++r)
+        if (!replace || std::find(places, places + two, r) == places + two) free_places.push_back(r);
+      for (int r = 0; r < current; ++r)
+        Expect(old_to_new[r] == free_places[static_cast<size_t>(r)],
+               "old rank " + std::to_string(r) + " -> " + std::to_string(old_to_new[r]));
+      const int grown_size = current + two;
+      starling_rank(ctx, &rank);
+      starling_size(ctx, &size);
+      Expect(rank == result.new_rank && size == grown_size, "rank/size after grow");
+    } else {
+      const bool placed = scenario == "append" ? rank == size - 1
+                          : scenario == "replace_two" ? (rank == 1 || rank == size - 1) : rank == 1;
+      Expect(placed, "newcomer's rank " + std::to_string(rank));
+    }
+    if (scenario == "replace_ring") {
+      const std::vector<int> in = InNeighbors(ctx);
+      Expect(in.size() == (size > 2 ? 2u : 1u), "ring in-neighbors after grow");
+    }
+    CheckGrown(ctx, joined);
+    Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
+    std::printf("MEMBER rank=%d first_rank=%d joined=%d ok=1 grow_s=%.3f size=%d\n", rank, first_rank, joined, grow_s,
+                size);
+    std::fflush(stdout);
+    return 0;
+  } catch (const Failure& f) {
+    std::printf("MEMBER rank=%d joined=%d ok=0 reason=%s\n", rank, joined, f.reason.c_str());
+    std::fflush(stdout);
+    starling_context_abort(ctx);
+    starling_context_destroy(ctx);
+    return 1;
+  }
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Runs a growing job (grow_program, or a Python script) under `mpirun --with-ft ulfm`.
+
+Checks: the job ends (under timeout) with status 0, exactly one MEMBER line per member
+of the grown context with ok=1, exactly --joined of them from processes that joined
+(joined=1), and their ranks are 0..size-1 once each. Prints the time the grow took.
+
+Usage: run_grow_test.py --mpiexec mpirun --np 3 --program grow_program --scenario replace
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--np", type=int, required=True)
+    parser.add_argument("--program", required=True, help="the program, with arguments (split as a shell would)")
+    parser.add_argument("--scenario", required=True, help="the program's last argument ('': none)")
+    parser.add_argument("--members", type=int, required=True, help="size of the grown context")
+    parser.add_argument("--joined", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=60)
+    args = parser.parse_args()
+
+    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, "--with-ft", "ulfm", "-np", str(args.np),
+               *shlex.split(args.program), *([args.scenario] if args.scenario else [])]
+    env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
+    start = time.monotonic()
+    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    took = time.monotonic() - start
+    members = [dict(re.findall(r"(\w+)=(\S+)", line.split(" reason=")[0])) | {"line": line}
+               for line in run.stdout.splitlines() if line.startswith("MEMBER ")]
+    problems = []
+    if run.returncode != 0:
+        problems.append(f"mpirun exited with {run.returncode} (124/137: the job did not end within {args.limit} s)")
+    problems += [f"member failed: {m['line']}" for m in members if m.get("ok") != "1"]
+    if len(members) != args.members:
+        problems.append(f"expected {args.members} MEMBER lines, got {len(members)}")
+    ranks = sorted(int(m.get("rank", -1)) for m in members)
+    if ranks != list(range(args.members)):
+        problems.append(f"the members' ranks are {ranks}, expected 0..{args.members - 1}")
+    joined = sum(m.get("joined") == "1" for m in members)
+    if joined != args.joined:
+        problems.append(f"{joined} member(s) joined, expected {args.joined}")
+    grows = [float(m["grow_s"]) for m in members if m.get("joined") == "0" and "grow_s" in m]
+    print(f"scenario {args.scenario}, {args.np} ranks -> {args.members}: job took {took:.2f} s, "
+          f"mpirun rc {run.returncode}" + (f", grow took {max(grows):.3f} s" if grows else ""))
+    if problems:
+        print("FAILED:\n  " + "\n  ".join(problems))
+        print("---- stdout\n" + run.stdout[-4000:] + "\n---- stderr\n" + run.stderr[-4000:])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
