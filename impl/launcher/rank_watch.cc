@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,10 @@ std::string Describe(int status) {
 }
 
 }  // namespace
+
+bool RankWatch::ExitedNormally(pid_t pid) const {
+  return !marks_.empty() && access((marks_ + "/" + std::to_string(pid)).c_str(), F_OK) == 0;
+}
 
 void RankWatch::Scan() {
   // The ranks are descendants of mpirun (Open MPI 5's launcher puts them in process
@@ -112,8 +117,9 @@ std::vector<std::string> RankWatch::Poll(std::chrono::steady_clock::duration set
       r.gone_at = now;
       if (exists && exit_code >= 0) r.how = Describe(exit_code);
     }
-    // A rank seen ending normally (status 0) is not a failure.
-    if (r.how == "exited with status 0") {
+    // A rank seen ending normally (status 0, or through exit() with a mark left) is not
+    // a failure: mpirun has its status.
+    if (r.how == "exited with status 0" || (r.how.empty() && ExitedNormally(pid))) {
       r.reported = true;
       continue;
     }
@@ -140,7 +146,7 @@ std::vector<std::string> RankWatch::Finish(std::chrono::steady_clock::duration s
     last = std::max(last, r.gone_at);
   }
   for (auto& [pid, r] : ranks_) {
-    if (r.reported || !r.how.empty() || last - r.gone_at < settle) continue;
+    if (r.reported || !r.how.empty() || last - r.gone_at < settle || ExitedNormally(pid)) continue;
     r.reported = true;
     ++died_;
     lines.push_back("rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) +

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace starling::launcher {
@@ -17,7 +18,10 @@ namespace starling::launcher {
 class RankWatch {
  public:
   // expected: how many ranks to look for (the full /proc walk stops once all are found).
-  RankWatch(pid_t mpirun, int expected) : root_(mpirun), expected_(expected) {}
+  // marks: the STARLING_EXIT_MARKS directory where ranks that exit normally leave a
+  // file named after their pid (impl/common/exit_mark.h); empty: none.
+  RankWatch(pid_t mpirun, int expected, std::string marks = "")
+      : root_(mpirun), expected_(expected), marks_(std::move(marks)) {}
   // Learns new ranks and returns one line per rank found dead since the last call. A
   // rank that vanished without a visible exit status is reported once another rank has
   // outlived it by `settle` (ranks that finish normally end together).
@@ -35,8 +39,10 @@ class RankWatch {
     std::chrono::steady_clock::time_point gone_at;
   };
   void Scan();
+  bool ExitedNormally(pid_t pid) const;
   pid_t root_;
   int expected_;
+  std::string marks_;
   std::chrono::steady_clock::time_point next_scan_{};
   std::map<pid_t, Rank> ranks_;
   int died_ = 0;

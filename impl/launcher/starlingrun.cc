@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -76,8 +77,10 @@ const char* SignalName(int sig) {
 }
 
 // Runs the command and waits for it. Returns the launcher's exit status.
-// watch_ranks (--fault-tolerant): report ranks that die while the job goes on.
-int Supervise(const std::vector<std::string>& command, double timeout_seconds, bool watch_ranks, int num_proc) {
+// watch_ranks (--fault-tolerant): report ranks that die while the job goes on; marks:
+// the directory where ranks that exit normally leave a file (empty: none).
+int Supervise(const std::vector<std::string>& command, double timeout_seconds, bool watch_ranks, int num_proc,
+              const std::string& marks) {
   // Take SIGINT, SIGTERM, SIGHUP and SIGCHLD synchronously: install a handler (a
   // background job of a non-interactive shell starts with SIGINT ignored, and an
   // ignored signal would be lost), then block them and wait with sigtimedwait.
@@ -130,7 +133,7 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
   };
 
   int wait_status = 0;
-  RankWatch watch(child, num_proc);
+  RankWatch watch(child, num_proc, marks);
   for (;;) {
     pid_t done = waitpid(child, &wait_status, WNOHANG);
     if (done == child) break;
@@ -241,6 +244,16 @@ int Main(int argc, char** argv) {
   std::string error = DefaultNumProc(&options);
   if (!error.empty()) return UsageError(error);
 
+  // --fault-tolerant: ranks that exit normally leave a mark here (impl/common/exit_mark.h),
+  // so one that finishes early is not reported as dead. Forwarded as a STARLING_ variable.
+  std::string marks;
+  if (options.fault_tolerant) {
+    char dir[] = "/tmp/starlingrun-exits.XXXXXX";
+    if (mkdtemp(dir) != nullptr) {
+      marks = dir;
+      setenv("STARLING_EXIT_MARKS", dir, 1);
+    }
+  }
   Environment env = CurrentEnvironment();
   auto named = env.vars.find("STARLING_MPIRUN");
   env.mpi_major = MpiMajorVersion(named != env.vars.end() && !named->second.empty() ? named->second : "mpirun");
@@ -252,7 +265,10 @@ int Main(int argc, char** argv) {
   if (options.verbose) {
     std::fprintf(stderr, "starlingrun: %s\n", FormatCommandLine(command.argv).c_str());
   }
-  return Supervise(command.argv, options.timeout_seconds, options.fault_tolerant, options.num_proc);
+  const int status = Supervise(command.argv, options.timeout_seconds, options.fault_tolerant, options.num_proc, marks);
+  std::error_code ignored;
+  if (!marks.empty()) std::filesystem::remove_all(marks, ignored);
+  return status;
 }
 
 }  // namespace

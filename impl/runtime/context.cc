@@ -1,5 +1,6 @@
 #include "impl/runtime/context.h"
 
+#include "impl/common/exit_mark.h"
 #include "impl/common/logging.h"
 #include "impl/common/quarantine.h"
 
@@ -11,6 +12,7 @@
 namespace starling::runtime {
 
 std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
+  ArmExitMark();  // only when starlingrun --fault-tolerant asks (STARLING_EXIT_MARKS)
   std::shared_ptr<Context> context(new Context());
   context->config_ = GlobalConfig();
   STARLING_CHECK_ARG(options.nodes_per_machine >= 0, "nodes_per_machine must be >= 0, got ",

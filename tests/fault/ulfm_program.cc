@@ -17,6 +17,9 @@
 //                     allreduces (they fuse); survivors wait on every request
 //   repair            as allreduce, then the last rank dies while the others are
 //                     inside the repair (it never joins it)
+//   finish            no failure: an allreduce checked exactly, a normal destroy, then
+//                     rank 0 alone waits `linger` seconds before exiting ("FINISHED rank=R"
+//                     lines; starlingrun --fault-tolerant must report no death)
 // Survivors check that their failing call returned STARLING_ERR_PEER_FAILED naming
 // the victim, repair (again if a rank died during the repair), check the renumbering,
 // and assert exact results of allreduce, neighbor_allreduce and (window scenarios)
@@ -211,6 +214,15 @@ int main(int argc, char** argv) {
       Expect(starling_window_create(ctx, &wt.t, "ps", 1, &psw) == STARLING_SUCCESS, "window_create (push-sum)");
     }
     Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier before the failure");
+    if (scenario == "finish") {
+      Expect(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "finish") == STARLING_SUCCESS, "allreduce");
+      Expect(y.data[0] == size * (size + 1) / 2.0, "allreduce sum");
+      Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
+      std::printf("FINISHED rank=%d\n", rank);
+      std::fflush(stdout);
+      if (rank == 0) std::this_thread::sleep_for(std::chrono::duration<double>(linger));
+      return 0;
+    }
 
     // --- the failure ---
     int status = STARLING_SUCCESS;

@@ -139,6 +139,12 @@ if [[ $MPI_MAJOR -ge 5 ]]; then
     check "--fault-tolerant: both survivors finished" test "$(grep -c '^SURVIVOR .* ok=1' "$WORK/out")" -eq 2
     check "--fault-tolerant: the launcher reports that rank 1 died" grep -q "starlingrun: rank 1 (pid [0-9]*) died" "$WORK/err"
     check "--fault-tolerant: and that the survivors finished" grep -q "rank(s) died; the survivors finished" "$WORK/err"
+    # No failure, but rank 0 exits 1.5 s after the others: nobody died.
+    run --fault-tolerant -np 3 -- "$ULFM_PROGRAM" finish 1.5
+    check "--fault-tolerant: a job whose ranks finish at different times exits 0 (got $rc)" test "$rc" -eq 0
+    check "--fault-tolerant: all three ranks finished" test "$(grep -c '^FINISHED' "$WORK/out")" -eq 3
+    check "--fault-tolerant: no rank reported dead when ranks finish at different times" \
+      bash -c "! grep -q 'died' '$WORK/err'"
   fi
 else
   run --fault-tolerant -np 3 -- true
