@@ -67,7 +67,8 @@ Several machines:
   mpirun starts the ranks of other hosts through ssh: it must log in to each host
   without a password, find the same program (and Starling) at the same path there,
   and the hosts must accept TCP from each other. Another way in than ssh is Open MPI's
-  choice: --mpi-args "--mca plm_rsh_agent /path/to/agent" (or OMPI_MCA_plm_rsh_agent).
+  choice: --mpi-args "--mca plm_rsh_agent /path/to/agent" (or OMPI_MCA_plm_rsh_agent);
+  Open MPI 5 ignores that one and takes --mpi-args "--prtemca plm_ssh_agent /path/to/agent".
 
 Signals and exit status:
   starlingrun exits with mpirun's exit status (128+S if mpirun dies of signal S), with
