@@ -101,8 +101,8 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_update_args;
 %ignore starling_stats;
 // Fault tolerance (ULFM): starling_fault_tolerant and starling_joined as they are;
-// starling_context_repair through starling_java_context_repair below (its structs carry
-// arrays). starling_context_grow is not wrapped for Java yet.
+// starling_context_repair and starling_context_grow through starling_java_context_repair
+// and starling_java_context_grow below (their structs carry arrays).
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
@@ -323,6 +323,36 @@ starling_status_t starling_java_context_repair(starling_context_t ctx, starling_
     info[2] = result.new_rank;
     info[3] = result.new_size;
     info[4] = result.num_failed;
+  }
+  return status;
+}
+%}
+
+// ---- starling_context_grow: the new processes run this JVM's own command line.
+%inline %{
+/* starling_context_grow with count, ranks (NULL: after the current ranks) and topology
+ * (0: the current generator) for the Java layer: info[4] = {old_rank, old_size,
+ * new_rank, new_size}; old_to_new and joined are filled up to their capacities. */
+starling_status_t starling_java_context_grow(starling_context_t ctx, int count, const int* ranks,
+                                             starling_topology_t topology, int is_weighted, int* info,
+                                             int* old_to_new, int old_to_new_capacity, int* joined,
+                                             int joined_capacity) {
+  starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
+  options.count = count;
+  options.ranks = ranks;
+  options.topology = topology;
+  options.is_weighted = is_weighted;
+  starling_grow_result_t result = STARLING_GROW_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = old_to_new_capacity;
+  result.joined = joined;
+  result.joined_capacity = joined_capacity;
+  const starling_status_t status = starling_context_grow(ctx, &options, &result);
+  if (status >= 0 && info) {
+    info[0] = result.old_rank;
+    info[1] = result.old_size;
+    info[2] = result.new_rank;
+    info[3] = result.new_size;
   }
   return status;
 }

@@ -41,4 +41,15 @@ public class RepairTest extends ContextTestBase {
   public void repairRejectsNullTopology() {
     TestSupport.expect(IllegalArgumentException.class, "topology", () -> ctx.repair(null, false));
   }
+
+  @Test
+  public void growNeedsUlfmAndValidArguments() {
+    assertFalse(ctx.joined());
+    TestSupport.expect(IllegalArgumentException.class, "count", () -> ctx.grow(0, null));
+    TestSupport.expect(IllegalArgumentException.class, "ranks", () -> ctx.grow(2, new int[] {1}));
+    TestSupport.expect(IllegalArgumentException.class, "topology", () -> ctx.grow(1, null, null, false));
+    assumeFalse("this job survives failures (GrowMain tests the grow there)", ctx.faultTolerant());
+    TestSupport.expect(Status.UNSUPPORTED, "ULFM", () -> ctx.grow(1, null));
+    assertEquals(size, ctx.size());  // nothing changed
+  }
 }

@@ -45,7 +45,7 @@ public final class Context implements AutoCloseable {
   }
 
   final long handle;
-  private volatile int size;  // changes only through repair()
+  private volatile int size;  // changes only through repair() and grow()
   private boolean closed;
   final Map<Long, Window> windows = new ConcurrentHashMap<>();
 
@@ -548,6 +548,47 @@ public final class Context implements AutoCloseable {
     size = info[3];
     return new RepairResult(info[0], info[1], info[2], info[3], Arrays.copyOf(oldToNew, info[1]),
         Arrays.copyOf(failed, info[4]));
+  }
+
+  /**
+   * Grows the context by {@code count} new processes running this JVM's own command line
+   * (starling_context_grow; Open MPI 5 with ULFM). Collective over the current ranks; no
+   * other call on the context may run meanwhile, and no window may exist (free them
+   * before, create them again after, the newcomers taking part). {@code ranks}: the rank
+   * of each new process in the grown context (e.g. {@code {1}}: the place of a rank 1 that
+   * died and was repaired away); null: after the current ranks. The topology becomes the
+   * current generator over the new size. A new process joins inside its own
+   * {@link #create()}, where {@link #joined()} is then true. Throws StarlingException:
+   * UNSUPPORTED without ULFM, INVALID_ARGUMENT for bad counts or ranks (on every rank),
+   * INVALID_USAGE while windows exist or after an unrepaired failure.
+   */
+  public GrowResult grow(int count, int[] ranks) {
+    return growWith(count, ranks, 0, false);
+  }
+
+  /** As {@link #grow(int, int[])}, installing {@code topology} (over the grown size). */
+  public GrowResult grow(int count, int[] ranks, Topology topology, boolean weighted) {
+    return growWith(count, ranks, Check.notNull(topology, "topology").handle, weighted);
+  }
+
+  private GrowResult growWith(int count, int[] ranks, long topology, boolean weighted) {
+    if (count < 1) throw new IllegalArgumentException("count must be >= 1, got " + count);
+    if (ranks != null && ranks.length != count) {
+      throw new IllegalArgumentException("ranks must have count (" + count + ") entries, got " + ranks.length);
+    }
+    int oldSize = size;
+    int[] info = new int[4];
+    int[] oldToNew = new int[oldSize];
+    int[] joinedRanks = new int[count];
+    StarlingNative.java_context_grow(handle, count, ranks, topology, weighted ? 1 : 0, info, oldToNew, oldSize,
+        joinedRanks, count);
+    size = info[3];
+    return new GrowResult(info[0], info[1], info[2], info[3], oldToNew, joinedRanks);
+  }
+
+  /** True when this process entered the context through a {@link #grow} of a running job. */
+  public boolean joined() {
+    return query(StarlingNative::joined) != 0;
   }
 
   /**
