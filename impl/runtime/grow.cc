@@ -210,7 +210,8 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   transport::Layout layout;
   MPI_Comm merged = MPI_COMM_NULL, ordered = MPI_COMM_NULL;
   try {
-    merged = transport::SpawnMerged(transport_->base_comm(), 0, options.command, options.argv, options.count);
+    const double limit = config_.timeout_seconds > 0 ? config_.timeout_seconds : transport::kDefaultGrowLimitSeconds;
+    merged = transport::SpawnMerged(transport_->base_comm(), 0, options.command, options.argv, options.count, limit);
     transport::BroadcastBytes(merged, 0, &agreed_bytes);
     ordered = transport::Reorder(merged, result.new_rank);
     MPI_Comm_free(&merged);

@@ -455,10 +455,14 @@ end
 # - If the program cannot be started (not found, not executable) or a process fails
 #   during the grow, every current rank gets an error (INVALID_ARGUMENT or
 #   TRANSPORT/PEER_FAILED) and the context stays as it was (PEER_FAILED: failed).
+#   A new process that dies or exits before its context joins gives TRANSPORT where
+#   MPI reports it, else TIMEOUT once STARLING_TIMEOUT_SECONDS (300 s when unset) have
+#   passed since the grow began: a grow never waits forever; the context is unchanged
+#   and usable. A new process that starts after that fails in its context_create.
 # out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count
 # < 1, ranks out of range or repeated, a topology of the wrong size, options that differ
 # between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED,
-# TRANSPORT.
+# TIMEOUT, TRANSPORT.
 function starling_context_grow(ctx, options, out)
     ccall((:starling_context_grow, libstarling), starling_status_t, (starling_context_t, Ptr{starling_grow_options_t}, Ptr{starling_grow_result_t}), ctx, options, out)
 end
