@@ -30,43 +30,15 @@
 
 #include <starling/starling.h>
 
+#include "fault_support.h"
+
 namespace {
 
-double Mono() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-struct Tensor {
-  std::vector<double> data;
-  int64_t shape[1];
-  DLTensor t{};
-  explicit Tensor(size_t n, double value = 0.0) : data(n, value) {
-    shape[0] = static_cast<int64_t>(n);
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLFloat, 64, 1};
-    t.shape = shape;
-  }
-  void Fill(double v) { std::fill(data.begin(), data.end(), v); }
-};
-
-struct Failure {
-  std::string reason;
-};
-
-void Expect(bool ok, const std::string& what) {
-  if (!ok) throw Failure{what + " (last error: " + starling_last_error() + ")"};
-}
-
-std::vector<int> InNeighbors(starling_context_t ctx) {
-  int ranks[64];
-  int count = 0;
-  Expect(starling_in_neighbors(ctx, ranks, 64, &count) == STARLING_SUCCESS, "in_neighbors");
-  return std::vector<int>(ranks, ranks + count);
-}
+using fault_support::Expect;
+using fault_support::Failure;
+using fault_support::InNeighbors;
+using fault_support::Mono;
+using fault_support::Tensor;
 
 // The parameters rank 0 holds: not a simple pattern, so a partial copy shows.
 double Parameter(size_t i) { return std::sin(0.37 * static_cast<double>(i) + 1.0) * 1e3 + 1.0 / 3.0; }

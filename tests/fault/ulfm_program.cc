@@ -44,28 +44,15 @@
 
 #include <starling/starling.h>
 
+#include "fault_support.h"
+
 namespace {
 
-double Mono() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-struct Tensor {
-  std::vector<double> data;
-  int64_t shape[1];
-  DLTensor t{};
-  explicit Tensor(size_t n, double value = 0.0) : data(n, value) {
-    shape[0] = static_cast<int64_t>(n);
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLFloat, 64, 1};
-    t.shape = shape;
-  }
-  void Fill(double v) { std::fill(data.begin(), data.end(), v); }
-};
+using fault_support::Expect;
+using fault_support::Failure;
+using fault_support::InNeighbors;
+using fault_support::Mono;
+using fault_support::Tensor;
 
 [[noreturn]] void Die(int rank) {
   std::printf("VICTIM rank=%d pid=%d mono=%.6f\n", rank, static_cast<int>(getpid()), Mono());
@@ -83,26 +70,11 @@ void DieLater(int rank, double seconds) {
   }).detach();
 }
 
-struct Failure {
-  std::string reason;
-};
-
-void Expect(bool ok, const std::string& what) {
-  if (!ok) throw Failure{what + " (last error: " + starling_last_error() + ")"};
-}
-
 void ExpectPeerFailed(int status, const std::string& what, int victim) {
   Expect(status == STARLING_ERR_PEER_FAILED, what + ": status " + std::to_string(status) + " is not PEER_FAILED");
   const std::string message = starling_last_error();
   Expect(message.find("rank " + std::to_string(victim)) != std::string::npos,
          what + ": the message does not name rank " + std::to_string(victim) + ": " + message);
-}
-
-std::vector<int> InNeighbors(starling_context_t ctx) {
-  int ranks[64];
-  int count = 0;
-  Expect(starling_in_neighbors(ctx, ranks, 64, &count) == STARLING_SUCCESS, "in_neighbors");
-  return std::vector<int>(ranks, ranks + count);
 }
 
 // Exact results on the repaired context (x_r = r + 1 on every rank r).
