@@ -77,7 +77,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.8",
-    packages=["starling", "starling.torch"],
+    packages=["starling", "starling.torch", "starling.torch.distributed"],
     package_dir={"": "."},
     install_requires=["numpy"],
     extras_require={"torch": ["torch", "networkx"]},
