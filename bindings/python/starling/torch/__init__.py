@@ -1,4 +1,6 @@
-"""Drop-in replacement for ``bluefog.torch``: ``import starling.torch as bf``.
+"""Drop-in replacement for ``bluefog.torch`` (``import starling.torch as bf``) and for
+``horovod.torch`` (``import starling.torch as hvd``); the torch.distributed backend is
+starling.torch.distributed.
 
 Every public name of bluefog.torch is here with the same arguments, defaults, return
 types and errors, plus the names BlueFog defined but did not export (pair_gossip,
@@ -23,6 +25,11 @@ from .optimizers import (CommunicationType, DistributedAdaptThenCombineOptimizer
                          DistributedPushSumOptimizer, DistributedWinPutOptimizer)
 from .topology_util import InferDestinationFromSourceRanks, InferSourceFromDestinationRanks
 from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_parameters
+# Horovod's API beside BlueFog's: where both name a function (allreduce, ...), horovod's
+# version takes both forms (see starling/torch/horovod.py).
+from . import horovod
+from .horovod import *  # noqa: F401,F403,E402
+from .horovod_optimizer import DistributedOptimizer
 
 __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + list(
     compressed_optimizers.__all__) + [
@@ -32,4 +39,4 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
     "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
     "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
-]
+] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer"]

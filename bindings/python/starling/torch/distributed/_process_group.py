@@ -10,6 +10,7 @@ between ranks fails the Work on every rank.
 """
 
 import queue
+import sys
 import threading
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -33,12 +34,24 @@ def _op_name(reduce_op: Any) -> str:
     for torch_op, name in _OPS:
         if reduce_op == torch_op:
             return name
-    raise UnsupportedError(f"reduce op {reduce_op} is not supported by the starling backend (supported: SUM, AVG, "
+    raise UnsupportedError(f"reduce op {getattr(reduce_op, 'name', reduce_op)} is not supported by the starling backend (supported: SUM, AVG, "
                            "MIN, MAX, PRODUCT)")
 
 
 def _option(opts: Any, name: str, default: Any) -> Any:
     return getattr(opts, name, default) if opts is not None else default
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _raise_failure(future: torch.futures.Future) -> Any:
+    value = future.value()
+    if isinstance(value, _Failure):
+        raise value.error
+    return value
 
 
 class _Completer:
@@ -51,6 +64,7 @@ class _Completer:
         self._thread.start()
 
     def submit(self, pendings: List[Pending], result: Any) -> torch.futures.Future:
+        """A future completed with result, or with _Failure(the first error)."""
         future: torch.futures.Future = torch.futures.Future()
         self._queue.put((pendings, result, future))
         return future
@@ -67,13 +81,43 @@ class _Completer:
                     pending.wait()
                 except BaseException as e:  # noqa: B902 - handed to the future
                     error = error or e
-            if error is None:
-                future.set_result(result)
-            else:
-                future.set_exception(error if isinstance(error, Exception) else RuntimeError(str(error)))
+            future.set_result(result if error is None else _Failure(error))
 
     def stop(self) -> None:
         self._queue.put(None)
+
+
+# Which Work to return. A Python Work subclass lets wait() raise the operation's error
+# (a Future-backed Work's wait() returns True even when its future failed), and C++
+# callers see its methods on PyTorch 2; on 1.13 they do not (DDP would wait forever),
+# so there only calls from torch.distributed's Python functions get one.
+_PY_WORK = int(torch.__version__.split(".")[0]) >= 2
+_C10D = "torch.distributed.distributed_c10d"
+
+
+def _called_from_python_c10d() -> bool:
+    try:
+        return sys._getframe(3).f_globals.get("__name__") == _C10D  # _work <- op <- its caller
+    except ValueError:  # called from C++ with no Python frame below
+        return False
+
+
+class _Work(getattr(dist, "_Work", None) or torch._C._distributed_c10d.Work):
+    def __init__(self, raw: torch.futures.Future, future: torch.futures.Future) -> None:
+        super().__init__()
+        self._raw, self._future = raw, future
+
+    def wait(self, timeout: Any = None) -> bool:
+        value = self._raw.wait()
+        if isinstance(value, _Failure):
+            raise value.error
+        return True
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def get_future(self) -> torch.futures.Future:
+        return self._future
 
 
 class StarlingProcessGroup(dist.ProcessGroup):
@@ -100,14 +144,21 @@ class StarlingProcessGroup(dist.ProcessGroup):
 
     # ---- plumbing
     def _work(self, pendings: List[Pending], result: Any) -> Any:
-        return _create_work_from_future(self._completer.submit(pendings, result))
+        raw = self._completer.submit(pendings, result)
+        # Future.set_exception only stores the error as the value (PyTorch 1.13 to 2.x);
+        # an error raised in a then() callback is what fails a future for C++ callers.
+        future = raw.then(_raise_failure)
+        if _PY_WORK or _called_from_python_c10d():
+            return _Work(raw, future)
+        return _create_work_from_future(future)
 
     @staticmethod
     def _dense(tensor: Any, what: str) -> torch.Tensor:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.layout != torch.strided:
-            raise UnsupportedError(f"{what}: the starling backend takes dense tensors, got layout {tensor.layout}")
+        if tensor.layout != torch.strided or tensor.device.type not in ("cpu", "cuda"):
+            raise UnsupportedError(f"{what}: the starling backend takes dense CPU or CUDA tensors, got layout "
+                                   f"{tensor.layout} on device {tensor.device}")
         return tensor
 
     def _in_place(self, tensor: torch.Tensor, start: Callable[[torch.Tensor], Any]) -> Pending:
@@ -170,9 +221,13 @@ class StarlingProcessGroup(dist.ProcessGroup):
         pendings = []
         for outputs, inp in zip(output_tensors, input_tensors):
             self._dense(inp, "all_gather input")
-            self._check_list(outputs, inp, "all_gather output")
-            gathered = self._gather_flat(inp)
-            pendings.append(Pending(None, lambda g=gathered, outs=outputs: self._split_into(g.wait(), outs)))
+            gathered = self._gather_flat(inp)  # before checking: a local error must not leave peers waiting
+
+            def finish(g: Pending = gathered, outs: List[torch.Tensor] = outputs, i: torch.Tensor = inp) -> None:
+                flat = g.wait()
+                self._check_list(outs, i, "all_gather output")
+                self._split_into(flat, outs)
+            pendings.append(Pending(None, finish))
         return self._work(pendings, output_tensors)
 
     @staticmethod
@@ -185,12 +240,18 @@ class StarlingProcessGroup(dist.ProcessGroup):
     def _allgather_base(self, output: torch.Tensor, inp: torch.Tensor, opts: Any = None) -> Any:
         self._dense(inp, "all_gather_into_tensor input")
         self._dense(output, "all_gather_into_tensor output")
-        if output.numel() != self.context.size * inp.numel() or output.dtype != inp.dtype:
+        flat_in = inp.reshape(-1).contiguous()
+        if output.numel() == self.context.size * inp.numel() and output.dtype == inp.dtype:
+            pending = self._in_place(output, lambda buf: C.allgather_into(self.context, flat_in, buf.view(-1)))
+            return self._work([pending], [output])
+        # A wrong output on this rank: take part (peers wait for this rank), then fail here.
+        gathered = self._gather_flat(inp)
+
+        def fail() -> None:
+            gathered.wait()
             raise ValueError(f"all_gather_into_tensor: the output has {output.numel()} elements of {output.dtype}, "
                              f"expected size() * {inp.numel()} = {self.context.size * inp.numel()} of {inp.dtype}")
-        flat_in = inp.reshape(-1).contiguous()
-        pending = self._in_place(output, lambda buf: C.allgather_into(self.context, flat_in, buf.view(-1)))
-        return self._work([pending], [output])
+        return self._work([Pending(None, fail)], [output])
 
     def reduce_scatter(self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]],
                        opts: Any = None) -> Any:
@@ -317,12 +378,12 @@ class StarlingProcessGroup(dist.ProcessGroup):
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> Any:
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return self._work([Pending(None, lambda: [w.wait() for w in works])], outputs)
+        return self._work([Pending(None, lambda: [w.get_future().wait() for w in works])], outputs)
 
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> Any:
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return self._work([Pending(None, lambda: [w.wait() for w in works])], outputs)
+        return self._work([Pending(None, lambda: [w.get_future().wait() for w in works])], outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced

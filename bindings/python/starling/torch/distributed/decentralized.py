@@ -15,6 +15,7 @@ local update, adds each parameter's W x_k - x_k.
 from typing import Any, List, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 
 from ...context import Context, as_topology
 from ...topology_util import GetDynamicOnePeerSendRecvRanks
@@ -37,7 +38,7 @@ class _Averaging:
             self.peers = {"self_weight": share, "src_weights": {r: share for r in recv}, "dst_weights": list(send)}
         return self.peers
 
-    def hook(self, _state: Any, bucket: Any) -> torch.futures.Future:
+    def hook(self, _state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         params = [p for p in bucket.parameters()]
         flat = torch.cat([p.detach().reshape(-1) for p in params])
         request = self.context.neighbor_allreduce_nonblocking(flat, **self.weights())
@@ -72,7 +73,9 @@ def decentralize(model: Any, optimizer: torch.optim.Optimizer, *, topology: Any 
     if topology is not None:
         context.set_topology(as_topology(topology))
     averaging = _Averaging(context, dynamic)
-    model.register_comm_hook(None, averaging.hook)
+    def hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        return averaging.hook(state, bucket)  # DDP checks a hook's annotations
+    model.register_comm_hook(None, hook)
     if hasattr(optimizer, "register_step_post_hook"):  # PyTorch >= 2.0
         optimizer.register_step_post_hook(averaging.after_step)
     else:
