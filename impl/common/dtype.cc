@@ -86,6 +86,10 @@ DLDataType ToDLDataType(DType dtype) {
 
 const char* DescribeDLDataType(DLDataType type, char* buffer, size_t size) {
   const char* base = nullptr;
+  if (IsDLBool(type)) {
+    std::snprintf(buffer, size, "bool");
+    return buffer;
+  }
   switch (type.code) {
     case kDLInt: base = "int"; break;
     case kDLUInt: base = "uint"; break;
@@ -104,5 +108,7 @@ const char* DescribeDLDataType(DLDataType type, char* buffer, size_t size) {
   }
   return buffer;
 }
+
+bool IsDLBool(DLDataType type) { return type.code == kDLPackBoolCode && type.bits == 8 && type.lanes == 1; }
 
 }  // namespace starling

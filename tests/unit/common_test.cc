@@ -127,6 +127,9 @@ TEST(DType, RejectsUnsupportedTypes) {
   char buffer[48];
   EXPECT_STREQ(DescribeDLDataType({kDLFloat, 32, 4}, buffer, sizeof buffer), "float32x4");
   EXPECT_STREQ(DescribeDLDataType({kDLComplex, 64, 1}, buffer, sizeof buffer), "complex64");
+  // DLPack 1.0's kDLBool (code 6; NumPy 2, PyTorch 2): refused, and named.
+  EXPECT_FALSE(FromDLDataType({kDLPackBoolCode, 8, 1}).has_value());
+  EXPECT_STREQ(DescribeDLDataType({kDLPackBoolCode, 8, 1}, buffer, sizeof buffer), "bool");
 }
 
 // A DLTensor over caller-provided storage.

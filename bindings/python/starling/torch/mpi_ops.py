@@ -40,7 +40,7 @@ def _capsule(tensor: Any) -> Any:
     tensor, which the C call orders against (see starling._tensors)."""
     try:
         capsule = _to_dlpack(tensor)
-    except (RuntimeError, TypeError, AttributeError):
+    except (RuntimeError, TypeError, AttributeError, BufferError):  # PyTorch 2: BufferError (meta, float8)
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}") from None
         raise UnsupportedError(f"Tensor type {tensor.dtype} ({tensor.layout}, device {tensor.device}) is not "
@@ -98,10 +98,16 @@ _NEIGHBOR_DEPRECATED = {"neighbor_weights": "Use src_weights instead", "send_nei
 
 # ---- init, shutdown and layout ---------------------------------------------------------
 def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted: bool = False) -> None:
-    """Starts Starling (once per process) and sets the topology: topology_fn(size())
-    or the exponential-2 graph. Calling init() again only sets the topology again.
-    With CUDA available, the first call makes GPU local_rank() % device_count() the
-    current device, as BlueFog's programs do."""
+    """Starts Starling (once per process, collective) and sets the topology:
+    topology_fn(size()) or the exponential-2 graph. With CUDA available, the first call
+    makes GPU local_rank() % device_count() the current device, as BlueFog's programs do.
+
+    Later calls are local and do nothing, as Horovod's init() (programs and test suites
+    call it again and again, not the same number of times on every rank), except
+    init(topology_fn) with a topology, which sets that topology again: collective, as in
+    BlueFog (every rank calls it)."""
+    if S.context is not None and topology_fn is None:
+        return
     if S.context is None:
         if S.shut_down:
             raise S.unavailable()
@@ -118,6 +124,11 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         return
     set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
                  is_weighted)
+
+
+def is_initialized() -> bool:
+    """True between the first init() and shutdown() (also while suspended), as Horovod's."""
+    return S.context is not None
 
 
 def _adopt_topology(context: Any) -> None:
@@ -837,7 +848,7 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "is_initialized", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",

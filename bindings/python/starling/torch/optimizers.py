@@ -56,6 +56,22 @@ def _named_parameters(model: Any) -> Tuple[List[torch.nn.Module], List[Tuple[str
     return models, named
 
 
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t, or a contiguous copy of it (channels-last and other strided parameters, whose
+    gradients and optimizer state share their layout): Starling moves contiguous memory,
+    and every rank must send elements in the same (logical) order whatever its layout."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _install(target: torch.Tensor, result: torch.Tensor) -> None:
+    """Puts a communication result into target: takes its storage when target is
+    contiguous (no copy), else copies into it, keeping target's memory layout."""
+    if target.is_contiguous():
+        target.set_(result)
+    else:
+        target.copy_(result)
+
+
 def _leaf_modules(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     for m in module.modules():
         if next(m.children(), None) is None:
@@ -115,12 +131,17 @@ class _Distributed:
         counters[p] -= 1
         return counters[p] == 0
 
-    def _training_parameters(self, module: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
-        for leaf in _leaf_modules(module):
-            if leaf.training:
-                for p in leaf.parameters(recurse=False):
-                    if p.requires_grad and p in self._names:
-                        yield p
+    def _training_parameters(self, module: torch.nn.Module) -> List[torch.nn.Parameter]:
+        """The parameters a forward hook communicates, by name: every rank submits the
+        same operations in the same order even where modules were registered in another
+        order (operations are matched by submission order)."""
+        found = [p for leaf in _leaf_modules(module) if leaf.training for p in leaf.parameters(recurse=False)
+                 if p.requires_grad and p in self._names]
+        return sorted(found, key=self._names.__getitem__)
+
+    def _by_name(self) -> List[torch.nn.Parameter]:
+        """The parameters in name order (see _training_parameters)."""
+        return sorted(self._names, key=self._names.__getitem__)
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -199,17 +220,17 @@ class _Combining(_Distributed):
         self._communication_type = value
 
     def _communicate(self, p: torch.nn.Parameter) -> Optional[int]:
-        name, kind = self._names[p], self._communication_type
+        name, kind, data = self._names[p], self._communication_type, _dense(p.data)
         if kind == CommunicationType.neighbor_allreduce:
             return mpi_ops.neighbor_allreduce_nonblocking(
-                p.data, name=name, self_weight=self.self_weight, src_weights=self.src_weights,
+                data, name=name, self_weight=self.self_weight, src_weights=self.src_weights,
                 dst_weights=self.dst_weights, enable_topo_check=self.enable_topo_check)
         if kind == CommunicationType.hierarchical_neighbor_allreduce:
             return mpi_ops.hierarchical_neighbor_allreduce_nonblocking(
-                p.data, name=name, self_weight=self.self_weight, src_machine_weights=self.src_machine_weights,
+                data, name=name, self_weight=self.self_weight, src_machine_weights=self.src_machine_weights,
                 dst_machine_weights=self.dst_machine_weights, enable_topo_check=self.enable_topo_check)
         if kind == CommunicationType.allreduce:
-            return mpi_ops.allreduce_nonblocking(p.data, average=True, name=name)
+            return mpi_ops.allreduce_nonblocking(data, average=True, name=name)
         return None
 
     def synchronize(self) -> None:
@@ -218,7 +239,7 @@ class _Combining(_Distributed):
         with torch.no_grad():
             for p, handle in self._handles.items():
                 if handle is not None:
-                    p.set_(mpi_ops.synchronize(handle))
+                    _install(p, mpi_ops.synchronize(handle))
                 self._reduce_delay[p] = self._num_steps
         self._handles.clear()
 
@@ -319,21 +340,21 @@ class _GradientAllreduce(_Distributed):
     def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
         def hook(*unused: Any) -> None:
             if self._count(self._allreduce_delay, p):
-                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+                self._handles[p] = mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
         return hook
 
     def synchronize(self) -> None:
         """Averages the gradients of parameters whose hooks did not fire, then waits for
         every gradient allreduce and installs the averages."""
         self._after_repair()
-        for p in self._names:
+        for p in self._by_name():
             if p.requires_grad and p not in self._handles:
-                if p.grad is None:
+                if p.grad is None:  # unused on this rank, or zero_grad(set_to_none=True)
                     p.grad = torch.zeros_like(p)
-                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+                self._handles[p] = mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
         with torch.no_grad():
             for p, handle in self._handles.items():
-                p.grad.set_(mpi_ops.synchronize(handle))
+                _install(p.grad, mpi_ops.synchronize(handle))
                 self._allreduce_delay[p] = self._num_steps
         self._handles.clear()
 
@@ -365,7 +386,7 @@ class _Windowed(_Distributed):
         self._handles: Dict[Any, int] = {}
         if not self._active:
             return
-        for p, window in names.items():
+        for p, window in sorted(names.items(), key=lambda item: item[1]):  # collective: the same order everywhere
             if not mpi_ops.win_create(tensors[p], window, zero_init=zero_init):
                 raise ValueError(f"Cannot allocate MPI window for the parameter {self._names[p]}: the window "
                                  f"name {window!r} is taken (pass a distinct window_prefix)")
@@ -382,7 +403,7 @@ class _Windowed(_Distributed):
     def unregister_window(self) -> None:
         """Frees this optimizer's windows (collective; shutdown() also frees them)."""
         existing = set(mpi_ops.get_current_created_window_names())
-        for window in self._windows.values():
+        for window in sorted(self._windows.values()):
             if window in existing:
                 mpi_ops.win_free(window)
 
