@@ -9,8 +9,9 @@
 #  3. hides Debian's Open MPI (a private mount namespace: its libraries and mpirun read
 #     as empty files), checks the installed package loads the venv's libmpi, and runs
 #     `starlingrun -np 4 python train_mlp.py` there, the way the README says;
-#  4. runs the whole Python suite, every Python example and the benchmark smoke test
-#     (ctest label python, 1-4 ranks) on that venv, importing the installed wheel.
+#  4. runs the whole Python suite, every Python example, the Python fault-tolerance tests
+#     (ULFM: the wheel's Open MPI 5 has it) and the benchmark smoke test (ctest label
+#     python, 1-4 ranks) on that venv, importing the installed wheel.
 # Downloads are cached in STARLING_WHEEL_CACHE (default ~/.cache/starling/wheels): PyPI
 # is asked only for what the cache lacks (the first run on a machine: ~3.5 GB, PyTorch's
 # CUDA runtime wheels included; it runs without a GPU).
@@ -40,8 +41,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
   -DMPIEXEC_EXECUTABLE="$venv/bin/mpirun" '-DSTARLING_PYTHON_MPI_RPATH=$ORIGIN/../../..' \
   -DSTARLING_TEST_PYTHON="$venv/bin/python" -DSTARLING_TEST_INSTALLED_PACKAGE=ON > "$build-configure.log" 2>&1 \
   || { cat "$build-configure.log"; exit 1; }
-# Only what the python-labelled tests use besides the package.
-cmake --build "$build" -j2 --target starling_python starling_emudevice starling_bench_loop
+# Only what the python-labelled tests use besides the package (the fault-tolerance
+# ones among them, on the wheel's ULFM, run examples/python/fault_tolerant_training.py).
+cmake --build "$build" -j2 --target starling_python starling_emudevice starling_bench_loop starling_init_then_exit
 rm -rf "$build/dist"
 STARLING_OPENMPI_PREFIX=$ompi STARLING_CMAKE_BUILD_DIR=$build /usr/bin/python3 -m pip wheel --quiet --no-index \
   --no-build-isolation --no-deps -w "$build/dist" bindings/python

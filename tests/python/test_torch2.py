@@ -162,6 +162,8 @@ def test_frozen_parameters():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_parameters(dtype):
+    if dtype == torch.float16 and int(torch.__version__.split(".")[0]) < 2:
+        pytest.skip("PyTorch 1.13 has no float16 matrix product on the CPU")
     model = TwoLayers().to(dtype)
     expected = reference(model, lambda m: torch.optim.SGD(m.parameters(), lr=0.1), dtype=dtype)
     train_allreduce(model, lambda m: torch.optim.SGD(m.parameters(), lr=0.1), dtype=dtype)

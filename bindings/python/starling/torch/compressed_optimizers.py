@@ -40,26 +40,6 @@ class _CompressedGradientAllreduce(_GradientAllreduce):
         return mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name="compressed_grad." + self._names[p],
                                              compression=self._compression)
 
-    def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
-        def hook(*unused: Any) -> None:
-            if self._count(self._allreduce_delay, p):
-                self._handles[p] = self._launch(p)
-        return hook
-
-    def synchronize(self) -> None:
-        """Launches the compressed allreduce of gradients whose hooks did not fire, then
-        waits for all of them and installs the averages."""
-        for p in self._by_name():
-            if p.requires_grad and p not in self._handles:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                self._handles[p] = self._launch(p)
-        with torch.no_grad():
-            for p, handle in self._handles.items():
-                _install(p.grad, mpi_ops.synchronize(handle))
-                self._allreduce_delay[p] = self._num_steps
-        self._handles.clear()
-
 
 class _ChocoSGD(_Distributed):
     _counting_message = _BACKWARD_WARNING

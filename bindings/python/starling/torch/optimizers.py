@@ -110,6 +110,10 @@ class _Distributed:
         self._repairs_seen = _state.repairs
         self._active = mpi_ops.size() > 1
         getattr(self, "_handles", {}).clear()
+        getattr(self, "_ready", set()).clear()
+        if hasattr(self, "_next"):
+            self._next = 0
+            self._fired = []
         for name in ("_reduce_delay", "_allreduce_delay", "_delay"):
             counters = getattr(self, name, {})
             for p in counters:  # in place: a caller may hold the dict
@@ -321,6 +325,16 @@ class _AdaptThenCombine(_Combining):
 
 
 class _GradientAllreduce(_Distributed):
+    """Horovod-style gradient averaging. Starling matches operations by submission
+    order, so every rank must launch the gradients in one order, whatever order its
+    hooks fire in (a parameter unused on some ranks fires there never; modules may be
+    registered in another order). The first synchronize() launches every gradient in
+    name order and agrees on rank 0's hook order for the later steps; from then on a
+    hook launches its gradient, and those after it that are ready, as soon as every
+    gradient before it in that order has been launched (the usual case, the same order
+    everywhere, overlaps each allreduce with the rest of the backward pass), and
+    synchronize() launches what is left."""
+
     _counting_message = _BACKWARD_WARNING
 
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
@@ -328,6 +342,10 @@ class _GradientAllreduce(_Distributed):
         self._setup(model, num_steps_per_communication)
         self._allreduce_delay = {p: self._num_steps for p in self._names}
         self._handles: Dict[Any, int] = {}
+        self._order: Optional[List[Any]] = None  # the agreed launch order (after the first step)
+        self._fired: List[Any] = []              # this rank's hook order, until then
+        self._ready: set = set()
+        self._next = 0                           # _order[:_next] are launched
         self._accumulators: List[Any] = []
         if self._active:
             for p in self._names:
@@ -337,26 +355,72 @@ class _GradientAllreduce(_Distributed):
                     self._hooks.append(accumulator.register_hook(self._accumulated_hook(p)))
                     self._accumulators.append(accumulator)
 
+    def _launch(self, p: torch.nn.Parameter) -> int:
+        return mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
+
     def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
         def hook(*unused: Any) -> None:
             if self._count(self._allreduce_delay, p):
-                self._handles[p] = mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
+                if self._order is None:
+                    self._fired.append(p)
+                else:
+                    self._ready.add(p)
+                    self._launch_ready()
         return hook
 
+    def _launch_ready(self) -> None:
+        """Launches the ready gradients at the front of the agreed order."""
+        order = self._order
+        while self._next < len(order):
+            p = order[self._next]
+            if not p.requires_grad:  # frozen since (on every rank alike): not averaged
+                self._next += 1
+                continue
+            if p not in self._ready:
+                return
+            self._handles[p] = self._launch(p)
+            self._next += 1
+
+    def _agree_on_order(self) -> List[Any]:
+        """Rank 0's hook order of the first step (then the rest by name), as positions
+        in the name order, which every rank shares."""
+        by_name = [p for p in self._by_name() if p.requires_grad]
+        members = set(by_name)  # (tensors hash by identity; `in` on a list would compare values)
+        fired = [p for p in self._fired if p in members]
+        mine = fired + [p for p in by_name if p not in set(fired)]
+        position = {p: i for i, p in enumerate(by_name)}
+        agreed = mpi_ops.broadcast(torch.tensor([position[p] for p in mine], dtype=torch.int64), root_rank=0,
+                                   name="gradient order")
+        return [by_name[i] for i in agreed.tolist()]
+
     def synchronize(self) -> None:
-        """Averages the gradients of parameters whose hooks did not fire, then waits for
-        every gradient allreduce and installs the averages."""
+        """Launches the gradients not launched yet (zeros where a gradient is None), in
+        the agreed order, then waits for every allreduce and installs the averages."""
         self._after_repair()
-        for p in self._by_name():
-            if p.requires_grad and p not in self._handles:
-                if p.grad is None:  # unused on this rank, or zero_grad(set_to_none=True)
-                    p.grad = torch.zeros_like(p)
-                self._handles[p] = mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
+        if self._order is None:
+            for p in self._by_name():  # the first step: in name order
+                if p.requires_grad:
+                    self._ensure_grad(p)
+                    self._handles[p] = self._launch(p)
+            self._order = self._agree_on_order() if self._active else []
+            self._fired = []
+        else:
+            for p in self._order[self._next:]:
+                if p.requires_grad:
+                    self._ensure_grad(p)
+                    self._handles[p] = self._launch(p)
         with torch.no_grad():
             for p, handle in self._handles.items():
                 _install(p.grad, mpi_ops.synchronize(handle))
                 self._allreduce_delay[p] = self._num_steps
         self._handles.clear()
+        self._ready.clear()
+        self._next = 0
+
+    @staticmethod
+    def _ensure_grad(p: torch.nn.Parameter) -> None:
+        if p.grad is None:  # unused on this rank, or zero_grad(set_to_none=True): zeros (as Horovod)
+            p.grad = torch.zeros_like(p)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._after_repair()
