@@ -2,6 +2,7 @@
 
 import atexit
 import contextlib
+import sys
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -154,6 +155,11 @@ class Context:
         may exist (InvalidUsageError). Returns {"old_rank", "old_size", "new_rank",
         "new_size", "old_to_new", "joined"} (joined: the newcomers' ranks)."""
         topo = None if topology is None else as_topology(topology)
+        if command is None and sys.executable and hasattr(sys, "orig_argv"):
+            # This interpreter as it was started: in a venv, sys.executable is the venv's
+            # python, while the C default (/proc/self/exe) resolves it to the system's
+            # interpreter, which does not see the venv's packages (starling among them).
+            command, args = sys.executable, sys.orig_argv[1:]
         result = _core.py_context_grow(self._handle, int(count), None if ranks is None else [int(r) for r in ranks],
                                        command, [str(a) for a in args], None if topo is None else topo._handle,
                                        int(bool(weighted)))
