@@ -130,6 +130,11 @@ TEST(DType, RejectsUnsupportedTypes) {
   // DLPack 1.0's kDLBool (code 6; NumPy 2, PyTorch 2): refused, and named.
   EXPECT_FALSE(FromDLDataType({kDLPackBoolCode, 8, 1}).has_value());
   EXPECT_STREQ(DescribeDLDataType({kDLPackBoolCode, 8, 1}, buffer, sizeof buffer), "bool");
+  // DLPack 1.1's float8 codes (PyTorch 2's float8_e4m3fn and float8_e5m2): named.
+  EXPECT_FALSE(FromDLDataType({10, 8, 1}).has_value());
+  EXPECT_STREQ(DescribeDLDataType({10, 8, 1}, buffer, sizeof buffer), "float8_e4m3fn");
+  EXPECT_STREQ(DescribeDLDataType({12, 8, 1}, buffer, sizeof buffer), "float8_e5m2");
+  EXPECT_STREQ(DescribeDLDataType({18, 8, 1}, buffer, sizeof buffer), "code18bits8");
 }
 
 // A DLTensor over caller-provided storage.
