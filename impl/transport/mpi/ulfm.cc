@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include "impl/common/ulfm_detector.h"
 
 namespace starling::transport {
 namespace {
@@ -79,6 +82,15 @@ std::string UlfmMissing() {
     return "fault tolerance needs ULFM enabled for the job: run under `mpirun --with-ft ulfm` or "
            "`starlingrun --fault-tolerant`";
   return {};
+}
+
+void ConfigureUlfmDetector() {
+#if STARLING_HAVE_ULFM
+  const char* enabled = std::getenv("OMPI_MCA_mpi_ft_enable");
+  if (enabled == nullptr || (std::strcmp(enabled, "1") != 0 && std::strcmp(enabled, "true") != 0)) return;
+  for (const UlfmDetectorSetting& setting : kUlfmDetectorSettings)
+    setenv((std::string("OMPI_MCA_") + setting.name).c_str(), setting.value, /*overwrite=*/0);
+#endif
 }
 
 bool IsFailureClass(int error_class) {

@@ -20,6 +20,11 @@ bool IsFailureClass(int error_class);
 // MPIX_ERR_PROC_FAILED_PENDING: a wildcard receive that stays posted.
 bool IsPendingFailureClass(int error_class);
 
+// Before MPI_Init in a job started with ULFM (OMPI_MCA_mpi_ft_enable set, as `mpirun
+// --with-ft ulfm` does): turns on ULFM's heartbeat failure detector with Starling's
+// settings (impl/common/ulfm_detector.h), leaving any the user set alone.
+void ConfigureUlfmDetector();
+
 // MPIX_Comm_revoke of a raw communicator (comm is an MPI_Comm; void* keeps <mpi.h> out
 // of this header); nothing without ULFM.
 void RevokeCommunicator(void* comm);
