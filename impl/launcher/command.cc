@@ -1,7 +1,5 @@
 #include "impl/launcher/command.h"
 
-#include "impl/common/ulfm_detector.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -421,10 +419,6 @@ Command BuildCommand(const Options& o, const Environment& env) {
     argv.insert(argv.end(), {"--mca", key, value});
   };
   if (!ompi5) mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank (ORTE only)
-  // ULFM's heartbeat failure detector: a death is known within about a second even
-  // when the launcher's notice of it is late or never comes (impl/common/ulfm_detector.h).
-  if (o.fault_tolerant)
-    for (const UlfmDetectorSetting& setting : kUlfmDetectorSettings) mca(setting.name, setting.value, nullptr);
   // Which network TCP uses, for the ranks (btl) and for Open MPI's daemons (oob).
   // Open MPI refuses include and exclude lists together. On one machine: loopback, as
   // Open MPI would also try the machine's other interfaces, which can hang. Across

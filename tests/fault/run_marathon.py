@@ -193,7 +193,7 @@ def main():
     if left:
         problems.append(f"processes of the job still running: {left}")
     # Every shared-memory file a process of the job had mapped (it logs them) is gone.
-    shm = sorted({path for kind, f, _ in records if kind == "SHM" for path in f["paths"].split(",") if path})
+    shm = sorted({path for kind, f, _ in records if kind == "SHM" for path in f.get("paths", "").split(",") if path})
     shm_left = [path for path in shm if os.path.exists(path)]
     if shm_left:
         problems.append(f"{len(shm_left)} of the job's {len(shm)} shared-memory files left: {shm_left[:6]}")

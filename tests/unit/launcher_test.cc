@@ -448,16 +448,6 @@ TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
   EXPECT_TRUE(ok.error.empty());
   EXPECT_TRUE(HasSeq(ok.argv, {"--with-ft", "ulfm"}));
   EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "--with-ft"));
-  // ULFM's heartbeat failure detector, unless the user set a parameter of it.
-  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "mpi_ft_detector", "true"}));
-  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "mpi_ft_detector_thread", "true"}));
-  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "mpi_ft_detector_period", "0.1"}));
-  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "mpi_ft_detector_timeout", "0.5"}));
-  EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "mpi_ft_detector"));
-  Command own = BuildCommand(Parse({"--fault-tolerant", "--mpi-args", "--mca mpi_ft_detector_timeout 2", "-np", "3",
-                                    "prog"}), env);
-  EXPECT_TRUE(HasSeq(own.argv, {"--mca", "mpi_ft_detector_timeout", "2"}));
-  EXPECT_FALSE(HasSeq(own.argv, {"--mca", "mpi_ft_detector_timeout", "0.5"}));
   for (int major : {4, 0}) {
     env.mpi_major = major;
     Command refused = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);

@@ -84,7 +84,7 @@ void MpiLifetime::Acquire(bool may_initialize) {
     STARLING_CHECK(may_initialize, Code::kInvalidUsage,
                    "use_host_comm is set but MPI is not initialized; initialize MPI first "
                    "(MPI_Init_thread with MPI_THREAD_MULTIPLE)");
-    ConfigureUlfmDetector();  // read by MPI_Init: only where this job runs with ULFM
+    ConfigureUlfmDetector();  // MPI_Init reads it (STARLING_FT_DETECTOR_SECONDS)
     int provided = 0;
     CheckMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     g_we_initialized = true;

@@ -10,7 +10,8 @@
 #include <mutex>
 #include <string>
 
-#include "impl/common/ulfm_detector.h"
+#include "impl/common/config.h"
+#include "impl/common/error.h"
 
 namespace starling::transport {
 namespace {
@@ -88,8 +89,16 @@ void ConfigureUlfmDetector() {
 #if STARLING_HAVE_ULFM
   const char* enabled = std::getenv("OMPI_MCA_mpi_ft_enable");
   if (enabled == nullptr || (std::strcmp(enabled, "1") != 0 && std::strcmp(enabled, "true") != 0)) return;
-  for (const UlfmDetectorSetting& setting : kUlfmDetectorSettings)
-    setenv((std::string("OMPI_MCA_") + setting.name).c_str(), setting.value, /*overwrite=*/0);
+  const double timeout = ParseConfig([](const char* name) { return std::getenv(name); }).ft_detector_seconds;
+  if (timeout <= 0) return;
+  // Each rank observes the one before it in MPI_COMM_WORLD, heartbeats come every
+  // timeout / 5 seconds from a thread of their own; ULFM broadcasts a suspicion.
+  // Settings the user made (OMPI_MCA_...) win.
+  const std::string values[][2] = {{"mpi_ft_detector", "true"},
+                                   {"mpi_ft_detector_thread", "true"},
+                                   {"mpi_ft_detector_timeout", Str(timeout)},
+                                   {"mpi_ft_detector_period", Str(timeout / 5)}};
+  for (const auto& [name, value] : values) setenv(("OMPI_MCA_" + name).c_str(), value.c_str(), /*overwrite=*/0);
 #endif
 }
 

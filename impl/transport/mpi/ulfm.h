@@ -21,8 +21,9 @@ bool IsFailureClass(int error_class);
 bool IsPendingFailureClass(int error_class);
 
 // Before MPI_Init in a job started with ULFM (OMPI_MCA_mpi_ft_enable set, as `mpirun
-// --with-ft ulfm` does): turns on ULFM's heartbeat failure detector with Starling's
-// settings (impl/common/ulfm_detector.h), leaving any the user set alone.
+// --with-ft ulfm` does) and STARLING_FT_DETECTOR_SECONDS > 0: turns on ULFM's heartbeat
+// failure detector with that timeout (MCA variables the user set are left alone).
+// Throws INVALID_ARGUMENT for a bad value.
 void ConfigureUlfmDetector();
 
 // MPIX_Comm_revoke of a raw communicator (comm is an MPI_Comm; void* keeps <mpi.h> out
