@@ -155,6 +155,10 @@ def main():
     for kind, _, line in records:
         if kind == "FAIL":
             problems.append(line)
+    # A rank may only die of the driver's SIGKILL (not, say, of SIGPIPE).
+    for match in re.finditer(r"exited on\s+signal (\d+) \(([^)]*)\)", open(out_path, errors="replace").read()):
+        if match.group(1) != "9":
+            problems.append(f"a process of the job died of signal {match.group(1)} ({match.group(2)})")
     _, final = read_members(members_path)
     finals = [f for kind, f, _ in records if kind == "DONE"]
     if len(finals) != args.np:
@@ -187,6 +191,11 @@ def main():
             recoveries.append(max(repaired) - kill_mono)
         if grown:
             grows.append(max(grown))
+        sizes = [int(f["size"]) for kind, f, _ in records
+                 if kind == "REPAIRED" and kill_mono <= float(f["mono"]) < end]
+        if sizes and min(sizes) < args.np - 1:
+            problems.append(f"cycle {cycle}: one kill (rank {rank}) left {min(sizes)} of {args.np} ranks: "
+                            f"{args.np - 1 - min(sizes)} more died with it")
 
     time.sleep(0.5)
     left = sorted(p for p in seen_pids if alive(p))

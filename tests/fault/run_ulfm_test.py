@@ -29,6 +29,8 @@ def main():
     parser.add_argument("--bound", type=float, default=2.0, help="seconds from death to every survivor's error")
     parser.add_argument("--limit", type=int, default=60, help="seconds the whole job may take")
     parser.add_argument("--repeat", type=int, default=1, help="runs in a row, each of which must pass")
+    parser.add_argument("--linger", type=float, default=None,
+                        help="seconds survivors wait before destroying their context (the program's second argument)")
     args = parser.parse_args()
     failed_runs, detections, recoveries = 0, [], []
     for run in range(args.repeat):
@@ -50,7 +52,7 @@ def run_once(args):
 
     victims_expected = 2 if args.scenario == "repair" else 1
     command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, "--with-ft", "ulfm", "-np", str(args.np),
-               *shlex.split(args.program), args.scenario]
+               *shlex.split(args.program), args.scenario, *([] if args.linger is None else [str(args.linger)])]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     start = time.monotonic()
     run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

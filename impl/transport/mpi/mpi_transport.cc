@@ -126,6 +126,7 @@ MpiTransport::MpiTransport(MPI_Comm base) {
   MPI_Comm_rank(collective_comm_, &rank_);
   MPI_Comm_size(collective_comm_, &size_);
   fault_tolerant_ = UlfmEnabled();
+  if (fault_tolerant_) IgnoreBrokenPipes();
 }
 
 MpiTransport::~MpiTransport() {

@@ -5,6 +5,8 @@
 #include <mpi-ext.h>
 #endif
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -100,6 +102,18 @@ void ConfigureUlfmDetector() {
                                    {"mpi_ft_detector_period", Str(timeout / 5)}};
   for (const auto& [name, value] : values) setenv(("OMPI_MCA_" + name).c_str(), value.c_str(), /*overwrite=*/0);
 #endif
+}
+
+void IgnoreBrokenPipes() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
 }
 
 bool IsFailureClass(int error_class) {

@@ -26,6 +26,12 @@ bool IsPendingFailureClass(int error_class);
 // Throws INVALID_ARGUMENT for a bad value.
 void ConfigureUlfmDetector();
 
+// A job that survives deaths: a write to a dead peer's socket (Open MPI's TCP
+// transport, between the jobs a grow joins) raises SIGPIPE, whose default action ends
+// the writer, a survivor. Sets SIGPIPE to ignored when it has its default action (a
+// handler or disposition the program chose stays); Python and the JVM ignore it already.
+void IgnoreBrokenPipes();
+
 // MPIX_Comm_revoke of a raw communicator (comm is an MPI_Comm; void* keeps <mpi.h> out
 // of this header); nothing without ULFM.
 void RevokeCommunicator(void* comm);
