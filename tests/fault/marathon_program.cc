@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -110,6 +112,25 @@ std::string MappedShm() {
     if (paths.find(path) == std::string::npos) paths += (paths.empty() ? "" : ",") + path;
   }
   return paths;
+}
+
+// Shared-memory mappings whose file is gone (a dead peer's segment still mapped):
+// how many and their resident KiB, from /proc/self/smaps.
+std::string DeletedShm() {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  int count = 0;
+  long rss_kib = 0;
+  bool in_deleted = false;
+  while (std::getline(smaps, line)) {
+    if (line.find("/dev/shm/") != std::string::npos || (!line.empty() && std::isxdigit(line[0]) && line.find('-') < 16)) {
+      in_deleted = line.find("/dev/shm/") != std::string::npos && line.find("(deleted)") != std::string::npos;
+      count += in_deleted;
+    } else if (in_deleted && line.rfind("Rss:", 0) == 0) {
+      rss_kib += std::atol(line.c_str() + 4);
+    }
+  }
+  return "shm_deleted_maps=" + std::to_string(count) + " shm_deleted_rss_kib=" + std::to_string(rss_kib);
 }
 
 struct Failed {  // a call failed with PEER_FAILED: recover
@@ -312,9 +333,9 @@ int main(int argc, char** argv) {
     const double rss_end = RssMiB();
     const int destroyed = starling_context_destroy(job.ctx);
     Log("DONE pid=%d rank=%d joined=%d steps=%lld cycles=%lld rss_cycle=%lld rss_start_mib=%.1f rss_end_mib=%.1f "
-        "destroy=%d exact=1",
+        "destroy=%d exact=1 %s",
         getpid(), job.rank, joined, static_cast<long long>(job.step), static_cast<long long>(job.cycle),
-        static_cast<long long>(rss_cycle), rss_start, rss_end, destroyed);
+        static_cast<long long>(rss_cycle), rss_start, rss_end, destroyed, DeletedShm().c_str());
     return destroyed == STARLING_SUCCESS ? 0 : 1;
   } catch (const Fatal& f) {
     Log("FAIL pid=%d rank=%d %s", getpid(), job.rank, f.what.c_str());

@@ -168,6 +168,8 @@ def main():
             problems.append(f"rank {f.get('rank')}: exact={f.get('exact')} destroy={f.get('destroy')}")
     rss_notes = []
     for f in finals:
+        print(f"  rank {f.get('rank')} (joined={f.get('joined')}): {f.get('shm_deleted_maps')} mapped shared-memory "
+              f"files of dead peers, {f.get('shm_deleted_rss_kib')} KiB resident")
         if f.get("joined") == "0" and float(f.get("rss_start_mib", 0)) > 0:
             growth = float(f["rss_end_mib"]) - float(f["rss_start_mib"])
             rss_notes.append(f"rank {f['rank']} {f['rss_start_mib']} -> {f['rss_end_mib']} MiB")
@@ -177,6 +179,9 @@ def main():
     # Detection, recovery and grow times per cycle (kills are numbered by the cycle
     # they interrupted; DETECT lines carry the cycle the survivor was in).
     detections, recoveries, grows = [], [], []
+    joined_pids = {int(f["pid"]) for kind, f, _ in records if kind == "JOINED"}
+    by_kind = {"first-job": [], "grown": []}
+    worst = []
     for index, (cycle, rank, pid, kill_mono) in enumerate(kills):
         end = kills[index + 1][3] if index + 1 < len(kills) else float("inf")
         detect = [float(f["mono"]) for kind, f, _ in records
@@ -187,6 +192,8 @@ def main():
                  if kind == "GROWN" and kill_mono <= float(f["mono"]) < end]
         if detect:
             detections.append(max(detect) - kill_mono)
+            by_kind["grown" if pid in joined_pids else "first-job"].append(max(detect) - kill_mono)
+            worst.append((max(detect) - kill_mono, cycle, rank, pid in joined_pids))
         if repaired:
             recoveries.append(max(repaired) - kill_mono)
         if grown:
@@ -213,6 +220,10 @@ def main():
     print(f"marathon: {args.np} ranks, {len(kills)} kills, {done} kill-and-grow cycles survived, "
           f"job took {took:.1f} s, mpirun rc {rc}")
     print(f"  kill -> PEER_FAILED on every survivor: {stats(detections)}")
+    for kind, values in by_kind.items():
+        print(f"    of which, a rank of the {kind}: {stats(values)}")
+    print("    worst: " + ", ".join(f"{t:.3f} s (cycle {c}, rank {r}, {'grown' if g else 'first job'})"
+                                    for t, c, r, g in sorted(worst)[-3:]))
     print(f"  kill -> repaired on every survivor:    {stats(recoveries)}")
     print(f"  grow (a replacement joins):            {stats(grows)}")
     if rss_notes:
