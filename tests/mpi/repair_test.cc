@@ -53,10 +53,7 @@ TEST_F(Repair, BrokenPipesDoNotEndSurvivors) {
   ASSERT_OK(starling_fault_tolerant(ctx, &ft));
   struct sigaction current {};
   ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
-  if (ft == 0) {
-    EXPECT_EQ(current.sa_handler, SIG_DFL) << "SIGPIPE changed in a job without ULFM";
-    return;
-  }
+  if (ft == 0) return;  // left as the program (or its parent) set it
   EXPECT_EQ(current.sa_handler, SIG_IGN) << "SIGPIPE would end this survivor when a peer's socket breaks";
 }
 
