@@ -110,7 +110,14 @@ void MpiLifetime::NoteFailure() { g_failure_seen.store(true); }
 
 void MpiLifetime::Release(bool may_finalize) {
   std::lock_guard<std::mutex> lock(g_lifetime_mutex);
-  if (--g_users == 0 && g_we_initialized && may_finalize && !g_failure_seen.load()) {
+  // A process a grow started (it has an MPI parent) finalizes even after a failure:
+  // Open MPI 5's launcher takes a spawned process that exits without MPI_Finalize for
+  // a crash ("exiting improperly") and mpirun then exits 1. Its own job is itself (and
+  // any newcomers started with it), so the finalize does not wait for the dead ranks of
+  // the first job (the hang of ompi#11404 that the first job's ranks avoid).
+  MPI_Comm parent = MPI_COMM_NULL;
+  if (g_users == 1) MPI_Comm_get_parent(&parent);
+  if (--g_users == 0 && g_we_initialized && may_finalize && (!g_failure_seen.load() || parent != MPI_COMM_NULL)) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
