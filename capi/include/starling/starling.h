@@ -590,7 +590,8 @@ STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(
  * element count) is block r's element count, and out has counts[rank] elements. in and
  * out have the same dtype; their shapes are free beyond that. Reduction ops and dtypes
  * as allreduce (AVERAGE divides by size(); floating dtypes only); each element is
- * reduced in rank order (0, 1, ...), so results are reproducible run to run. In place
+ * reduced in a fixed order (rank order for small inputs, ring order for large ones),
+ * so the same call gives the same bits run to run. In place
  * when out is exactly this rank's block of in (the same memory); any other overlap of
  * in and out is INVALID_ARGUMENT. CUDA tensors take the staged path.
  * Collective. BORROWS in, out; counts is copied before the call returns.
