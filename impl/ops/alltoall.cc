@@ -1,4 +1,5 @@
-// alltoall (equal blocks, or per-rank counts as MPI_Alltoallv). First every rank
+// alltoall (equal blocks, or per-rank counts as MPI_Alltoallv). Small equal blocks:
+// every rank gathers every input by dissemination and keeps its blocks. Otherwise every rank
 // gathers every rank's send and receive counts by dissemination (ceil(log2 n) rounds of
 // 16 n bytes, which also agree on the call), so each checks every pair alike and a
 // count one rank sends but its peer does not expect fails on every rank, naming both.
@@ -13,6 +14,11 @@
 
 namespace starling::ops {
 namespace {
+
+// As allreduce's gather path: the whole input to every rank beats a second round while
+// inputs are small.
+constexpr size_t kGatherMaxBytes = 64 << 10;
+constexpr size_t kGatherMaxTotalBytes = 512 << 10;
 
 class AlltoallOp : public runtime::Op {
  public:
@@ -38,6 +44,17 @@ class AlltoallOp : public runtime::Op {
     const size_t elem = DTypeSize(in_.dtype);
     if (n == 1) {
       if (in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
+      return;
+    }
+    if (!varying_ && in_.bytes <= kGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kGatherMaxTotalBytes) {
+      // Small equal blocks: gather every rank's whole input in the agreement's own rounds
+      // (one round at two ranks, as MPI's) and keep the blocks meant for this rank.
+      Exchange ex(context, transport::Channel::kCollective, Label());
+      const std::vector<const char*> all = DisseminationGather(context, group, sig, in_.data, in_.bytes, ex);
+      const size_t block = in_.bytes / static_cast<size_t>(n);
+      for (int q = 0; q < n && block > 0; ++q)
+        std::memcpy(static_cast<char*>(out_.data) + static_cast<size_t>(q) * block,
+                    all[static_cast<size_t>(q)] + static_cast<size_t>(me) * block, block);
       return;
     }
     // Every rank's counts: [send 0..n-1][recv 0..n-1].
