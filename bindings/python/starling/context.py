@@ -355,10 +355,7 @@ class Context:
         if allocated:
             out = adapter.empty(x, (rows,) + shape[1:])
         cout = adapter.capsule(out)
-        if nonblocking:
-            request = _core.reduce_scatter_nonblocking(self._handle, cin, cout, elements, code, name)
-        else:
-            request = _core.reduce_scatter(self._handle, cin, cout, elements, code, name)
+        request = _core.py_reduce_scatter(self._handle, cin, cout, elements, code, name, int(nonblocking))
         return _finish(request, adapter, x, cin, out, cout, allocated)
 
     def alltoall(self, x: Tensor, *, splits: Optional[Sequence[int]] = None,
@@ -384,7 +381,7 @@ class Context:
         mine = _counts(splits, self._size, "splits")
         theirs = np.empty(self._size, dtype=np.int64)
         adapter = adapter_of(mine)
-        _core.alltoall(self._handle, adapter.capsule(mine), adapter.capsule(theirs), None, None, None)
+        _core.py_alltoall(self._handle, adapter.capsule(mine), adapter.capsule(theirs), None, None, None, 0)
         return [int(v) for v in theirs]
 
     def _alltoall(self, x: Tensor, splits: Any, recv_splits: Any, out: Any, name: Optional[str],
@@ -413,10 +410,7 @@ class Context:
         if allocated:
             out = adapter.empty(x, (rows,) + shape[1:])
         cout = adapter.capsule(out)
-        if nonblocking:
-            request = _core.alltoall_nonblocking(self._handle, cin, cout, send, recv, name)
-        else:
-            request = _core.alltoall(self._handle, cin, cout, send, recv, name)
+        request = _core.py_alltoall(self._handle, cin, cout, send, recv, name, int(nonblocking))
         return _finish(request, adapter, x, cin, out, cout, allocated)
 
     # ---- groups
