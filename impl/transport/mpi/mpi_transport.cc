@@ -256,6 +256,12 @@ Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double m
   return cancelled ? CancelOutcome::kCancelled : CancelOutcome::kCompleted;
 }
 
+MPI_Comm MpiTransport::Split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  Check(MPI_Comm_split(collective_comm_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split");
+  return out;
+}
+
 Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   Layout layout;
   MPI_Comm local = MPI_COMM_NULL;
