@@ -34,7 +34,7 @@ def main():
     out, _ = run.communicate()
     end = time.monotonic()
     problems = []
-    leave = [float(m) for m in re.findall(r"^T_LEAVE (\S+)", out, re.M)]
+    leave = [float(m) for m in re.findall(r"T_LEAVE ([0-9]+\.[0-9]+)", out)]
     took = end - leave[0] if leave else None
     if run.returncode in (124, 137):
         problems.append(f"the job hung: killed by timeout after {args.limit} s")
