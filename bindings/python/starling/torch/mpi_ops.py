@@ -614,6 +614,59 @@ def allgather_nonblocking(tensor: torch.Tensor, name: Optional[str] = None) -> i
     return _allgather(tensor, name, True)
 
 
+def reduce_scatter(tensor: torch.Tensor, op: str = "average", counts: Optional[List[int]] = None,
+                   name: Optional[str] = None) -> torch.Tensor:
+    """This rank's block (along dimension 0) of op ("average", "sum", "min", "max") over
+    every rank's tensor: equal blocks, or counts[r] rows for rank r (the same list on
+    every rank). A new tensor with tensor's other dimensions."""
+    _check_name(name)
+    return S.require_context().reduce_scatter(tensor, op, counts=counts, name=name)
+
+
+def reduce_scatter_nonblocking(tensor: torch.Tensor, op: str = "average", counts: Optional[List[int]] = None,
+                               name: Optional[str] = None) -> int:
+    _check_name(name)
+    return _register(S.require_context().reduce_scatter_nonblocking(tensor, op, counts=counts, name=name))
+
+
+def alltoall(tensor: torch.Tensor, splits: Optional[List[int]] = None,
+             name: Optional[str] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Block q of tensor (along dimension 0) goes to rank q; returns the blocks every
+    rank sent here, in rank order. Equal blocks, or splits[q] rows for rank q: then, as
+    Horovod, (output, received_splits) with received_splits[q] the rows from rank q."""
+    _check_name(name)
+    context = S.require_context()
+    if splits is None:
+        return context.alltoall(tensor, name=name)
+    splits = [int(v) for v in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+    received = context.alltoall_splits(splits)
+    output = context.alltoall(tensor, splits=splits, recv_splits=received, name=name)
+    return output, torch.tensor(received, dtype=torch.int64)
+
+
+def alltoall_nonblocking(tensor: torch.Tensor, splits: Optional[List[int]] = None,
+                         name: Optional[str] = None) -> int:
+    """As alltoall (equal blocks, or splits; synchronize returns the output tensor); the
+    received splits are learnt before this returns."""
+    _check_name(name)
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    return _register(S.require_context().alltoall_nonblocking(tensor, splits=splits, name=name))
+
+
+def new_group(ranks: List[int]) -> Optional[Context]:
+    """A context over `ranks` (in that order: ranks[i] gets rank i), as
+    torch.distributed.new_group: every rank calls it with the same list; members get a
+    starling.Context (allreduce, reduce_scatter, alltoall, ... on its ranks; close it
+    when done), the others None. Collective."""
+    context = S.require_context()
+    members = [int(r) for r in ranks]
+    if len(set(members)) != len(members) or any(r < 0 or r >= context._size for r in members):
+        raise ValueError(f"new_group: ranks must be distinct ranks in [0, {context._size}), got {list(ranks)}")
+    me = context._rank
+    return context.split(0 if me in members else None, members.index(me) if me in members else 0)
+
+
 # ---- neighbor operations ----------------------------------------------------------------------
 def _rank_list(ranks: Any, what: str) -> List[int]:
     try:
@@ -858,6 +911,7 @@ __all__ = [
     "is_topo_weighted", "is_machine_topo_weighted", "suspend", "resume",
     "allreduce", "allreduce_nonblocking", "allreduce_", "allreduce_nonblocking_",
     "allgather", "allgather_nonblocking",
+    "reduce_scatter", "reduce_scatter_nonblocking", "alltoall", "alltoall_nonblocking", "new_group",
     "broadcast", "broadcast_nonblocking", "broadcast_", "broadcast_nonblocking_",
     "neighbor_allgather", "neighbor_allgather_nonblocking", "neighbor_allreduce", "neighbor_allreduce_nonblocking",
     "hierarchical_neighbor_allreduce", "hierarchical_neighbor_allreduce_nonblocking",
