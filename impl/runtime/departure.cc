@@ -21,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A notice that has not left after this long goes to a dead or stuck peer.
-constexpr double kSendSeconds = 1.0;
+constexpr double kSendSeconds = 0.25;
 // A request to a rank that left normally (window put/get, pair gossip) may still be
 // answered by what it sent before it left; after this long it will not be.
 constexpr double kUnnumberedGraceSeconds = 1.0;
@@ -134,8 +134,13 @@ void Context::AwaitDepartures() {
   for (int idle = 0;;) {
     const std::string failure = PollFailureNotice();
     STARLING_CHECK(failure.empty(), Code::kPeerFailed, failure);
-    // A rank that left abnormally waits for nobody: the job is ending.
-    if (remaining().empty() || abnormal()) return;
+    if (remaining().empty()) return;
+    if (abnormal()) {
+      // A rank that left abnormally waits for nobody and never finalizes MPI: neither
+      // does this one (MPI_Finalize would wait for it). The job is ending.
+      MarkBroken("a rank left abnormally", Code::kPeerFailed, /*revoke=*/false);
+      return;
+    }
     monitor.CheckAborted();
     if (ServiceBackground()) {
       idle = 0;
