@@ -158,6 +158,23 @@ STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx) 
   STARLING_API_END();
 }
 
+STARLING_API starling_status_t starling_context_abandon(starling_context_t ctx, const char* reason) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  struct Remove {
+    starling_context_t handle;
+    ~Remove() {
+      try {
+        Contexts().Take(handle);
+      } catch (...) {
+        // Another thread's destroy removed it first.
+      }
+    }
+  } remove{ctx};
+  context->Abandon(reason != nullptr && *reason != '\0' ? reason : "abandoned its context");
+  STARLING_API_END();
+}
+
 STARLING_API starling_status_t starling_context_abort(starling_context_t ctx) {
   STARLING_API_BEGIN();
   Contexts().Get(ctx)->Abort();

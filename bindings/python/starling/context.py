@@ -29,6 +29,37 @@ _REDUCE_OPS = {"sum": _core.STARLING_SUM, "average": _core.STARLING_AVERAGE, "me
 # it is never left to the garbage collector, whose timing differs between ranks.
 _open_contexts: List["Context"] = []
 
+# Why this process is leaving abnormally ("uncaught RuntimeError: ..."), set by the
+# excepthook below; then the contexts are abandoned at exit instead of closed: closing
+# is collective, and the other ranks, still computing, would never join it.
+_exit_reason: Optional[str] = None
+_hook_installed = False
+
+
+def _install_excepthook() -> None:
+    """Chains onto sys.excepthook (the user's or Python's, which still prints the
+    traceback first) to note an uncaught exception. Nothing else changes."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    _hook_installed = True
+    previous = sys.excepthook
+
+    def _starling_excepthook(kind: Any, value: Any, traceback: Any) -> None:
+        global _exit_reason
+        try:
+            previous(kind, value, traceback)
+        finally:
+            text = str(value).strip().splitlines()
+            _exit_reason = f"uncaught {kind.__name__}" + (f": {text[0][:300]}" if text else "")
+
+    sys.excepthook = _starling_excepthook
+
+
+def exit_reason() -> Optional[str]:
+    """What ends this process abnormally (an uncaught exception), or None."""
+    return _exit_reason
+
 
 def _reduce_op(op: str) -> int:
     try:
@@ -96,22 +127,43 @@ class Context:
         self._associated_p = False
         self._closed = False
         _open_contexts.append(self)
+        _install_excepthook()
 
     # ---- lifetime
     def close(self) -> None:
-        """Frees this context's windows and destroys it (collective). Operations already
-        submitted finish first; later calls raise InvalidHandleError. After abort() or a
-        PeerFailedError it is local: it never waits for peers."""
+        """Destroys this context with its windows (collective). Operations already
+        submitted finish first; later calls raise InvalidHandleError. A rank still
+        computing gets PeerFailedError naming this rank in its next operation that needs
+        it (it never meets a collective it did not call). Windows are served until every
+        rank has closed. After abort() or a PeerFailedError it is local: it never waits
+        for peers."""
         if self._closed:
             return
         self._closed = True
         if self in _open_contexts:
             _open_contexts.remove(self)
         try:
-            for window in list(self._windows.values()):
-                window.free()
-        finally:
             _core.context_destroy(self._handle)
+        finally:
+            for window in list(self._windows.values()):
+                window._handle = None  # went with the context
+            self._windows.clear()
+
+    def abandon(self, reason: str = "abandoned its context") -> None:
+        """Leaves the job now, without the other ranks (starling_context_abandon): they
+        are told, and their pending and later operations that wait for this rank raise
+        PeerFailedError naming it and `reason` (what follows "rank N ", e.g. "is exiting:
+        out of memory"). Then this context is torn down locally (no collective, MPI is
+        not finalized: the process should exit). Done at exit after an uncaught
+        exception. Local."""
+        if self._closed:
+            return
+        self._closed = True
+        if self in _open_contexts:
+            _open_contexts.remove(self)
+        _core.context_abandon(self._handle, str(reason))
+        for window in list(self._windows.values()):
+            window.free()  # local now: releases the handle
 
     def abort(self) -> None:
         """Aborts the context, like NCCL's ncclCommAbort (starling_context_abort). Safe
@@ -183,7 +235,13 @@ class Context:
     def __enter__(self) -> "Context":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        if kind is not None and not self._closed:
+            # An exception leaves the block: the other ranks may still be computing, so
+            # a collective close would hang; tell them and leave.
+            text = str(value).strip().splitlines()
+            self.abandon(f"is leaving its context on {kind.__name__}" + (f": {text[0][:300]}" if text else ""))
+            return
         self.close()
 
     def __repr__(self) -> str:
@@ -673,7 +731,10 @@ def as_topology(topology: Any) -> Topology:
 def _close_all() -> None:
     for context in reversed(list(_open_contexts)):
         try:
-            context.close()
+            if _exit_reason is not None:
+                context.abandon(f"is exiting: {_exit_reason}")
+            else:
+                context.close()
         except Exception:
             pass
 

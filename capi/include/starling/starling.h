@@ -152,7 +152,11 @@ STARLING_API starling_status_t starling_context_create(const starling_context_op
 
 /* Destroys a context: operations already submitted run to completion (their requests
  * stay valid and can still be waited on and freed); later submissions fail with
- * STARLING_ERR_SHUTDOWN; the progress thread is joined.
+ * STARLING_ERR_SHUTDOWN; the progress thread is joined. Then this rank tells the others
+ * that it left after its last operation (a rank still waiting for it in a later
+ * operation fails with STARLING_ERR_PEER_FAILED naming it instead of hanging), and
+ * waits until every other rank has left too (serving their window requests meanwhile;
+ * a rank that fails or abandons its context ends the wait).
  * After starling_context_abort, or once an operation failed with
  * STARLING_ERR_PEER_FAILED, destroy is LOCAL: it never communicates and never waits for
  * peers (queued operations fail at once with the context's error), it frees this
@@ -177,6 +181,9 @@ STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx);
  * - This rank stops answering peers' one-sided window requests.
  * - Abort is local: peers are not told. They see this rank as silent (stall warning,
  *   STARLING_TIMEOUT_SECONDS), or, once this process is gone, STARLING_ERR_PEER_FAILED.
+ *   Destroying the aborted context tells them that this rank left: their operations
+ *   that wait for it fail with STARLING_ERR_PEER_FAILED, and their destroy does not
+ *   wait for it.
  * - Then call starling_context_destroy, which is local (see above).
  * - Memory: input and output tensors of operations that were in flight may be left
  *   partly written. Receives that had not begun are withdrawn; if a large message was
@@ -186,7 +193,31 @@ STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx);
  * Errors: INVALID_HANDLE (NULL, or already destroyed). */
 STARLING_API starling_status_t starling_context_abort(starling_context_t ctx);
 
+/* Leaves the job now, without the other ranks, and frees the handle: for exit paths
+ * after an error (an uncaught exception, a fatal error in the application). Every other
+ * rank is told (a departure notice): its pending and later operations that wait for
+ * this rank fail with STARLING_ERR_PEER_FAILED and a message naming this rank and
+ * `reason` ("rank 0 (pid 42 on host vm) is exiting: uncaught RuntimeError: ...").
+ * Then the context is aborted and torn down locally: no collective, and MPI is not
+ * finalized (the process is expected to exit; Open MPI's launcher then ends the job
+ * with a non-zero status). reason: what peers are told after "rank N ", e.g. "is
+ * exiting: out of memory" (NULL: "abandoned its context"); longer than 480 bytes is cut.
+ * Returns within about 0.4 s (0.1 s for the launcher to forward this process's last
+ * output, such as a traceback, before the peers' errors; then the notices must leave).
+ * Also done by Starling itself when the process exits while a context is alive
+ * (exit() or a return from main without destroy): reason "exited (status N) without
+ * destroying its context". The Python binding does it for an uncaught exception.
+ * Local (not collective). Errors: INVALID_HANDLE. */
+STARLING_API starling_status_t starling_context_abandon(starling_context_t ctx, const char* reason);
+
 /* Reliability: what a rank sees when another rank fails.
+ * - A rank that leaves: starling_context_destroy (and the bindings' shutdown/close)
+ *   tells the other ranks, after operations already submitted ran, that this rank
+ *   takes no part in later operations; a rank waiting for it in a later one fails
+ *   within milliseconds with STARLING_ERR_PEER_FAILED ("rank 0 (...) destroyed its
+ *   context (shutdown, close, or the cleanup at exit) after operation #5, so it takes
+ *   no part in this one (#6)"). A rank that abandons its context (starling_context_abandon, an uncaught
+ *   Python exception, exit without destroy) ends every peer's waits the same way.
  * - A rank that dies (SIGKILL, crash, or exit without destroying its context): a
  *   pending operation that waits for it fails with STARLING_ERR_PEER_FAILED and a
  *   message such as "rank 2 (pid 1234 on host node1) is gone (killed or exited)",

@@ -383,7 +383,11 @@ end
 
 # Destroys a context: operations already submitted run to completion (their requests
 # stay valid and can still be waited on and freed); later submissions fail with
-# STARLING_ERR_SHUTDOWN; the progress thread is joined.
+# STARLING_ERR_SHUTDOWN; the progress thread is joined. Then this rank tells the others
+# that it left after its last operation (a rank still waiting for it in a later
+# operation fails with STARLING_ERR_PEER_FAILED naming it instead of hanging), and
+# waits until every other rank has left too (serving their window requests meanwhile;
+# a rank that fails or abandons its context ends the wait).
 # After starling_context_abort, or once an operation failed with
 # STARLING_ERR_PEER_FAILED, destroy is LOCAL: it never communicates and never waits for
 # peers (queued operations fail at once with the context's error), it frees this
@@ -410,6 +414,9 @@ end
 # - This rank stops answering peers' one-sided window requests.
 # - Abort is local: peers are not told. They see this rank as silent (stall warning,
 #   STARLING_TIMEOUT_SECONDS), or, once this process is gone, STARLING_ERR_PEER_FAILED.
+#   Destroying the aborted context tells them that this rank left: their operations
+#   that wait for it fail with STARLING_ERR_PEER_FAILED, and their destroy does not
+#   wait for it.
 # - Then call starling_context_destroy, which is local (see above).
 # - Memory: input and output tensors of operations that were in flight may be left
 #   partly written. Receives that had not begun are withdrawn; if a large message was
@@ -419,6 +426,25 @@ end
 # Errors: INVALID_HANDLE (NULL, or already destroyed).
 function starling_context_abort(ctx)
     ccall((:starling_context_abort, libstarling), starling_status_t, (starling_context_t,), ctx)
+end
+
+# Leaves the job now, without the other ranks, and frees the handle: for exit paths
+# after an error (an uncaught exception, a fatal error in the application). Every other
+# rank is told (a departure notice): its pending and later operations that wait for
+# this rank fail with STARLING_ERR_PEER_FAILED and a message naming this rank and
+# `reason` ("rank 0 (pid 42 on host vm) is exiting: uncaught RuntimeError: ...").
+# Then the context is aborted and torn down locally: no collective, and MPI is not
+# finalized (the process is expected to exit; Open MPI's launcher then ends the job
+# with a non-zero status). reason: what peers are told after "rank N ", e.g. "is
+# exiting: out of memory" (NULL: "abandoned its context"); longer than 480 bytes is cut.
+# Returns within about 1 s (0.1 s for the launcher to forward this process's last
+# output, such as a traceback, before the peers' errors; then the notices must leave).
+# Also done by Starling itself when the process exits while a context is alive
+# (exit() or a return from main without destroy): reason "exited (status N) without
+# destroying its context". The Python binding does it for an uncaught exception.
+# Local (not collective). Errors: INVALID_HANDLE.
+function starling_context_abandon(ctx, reason)
+    ccall((:starling_context_abandon, libstarling), starling_status_t, (starling_context_t, Ptr{Cchar}), ctx, reason)
 end
 
 # out = 1 when this context survives the death of a rank (ULFM built in and enabled

@@ -145,6 +145,27 @@ function abort!(ctx::Context)
 end
 
 """
+    abandon!(ctx, reason = "abandoned its context")
+
+Leaves the job now, without the other ranks (`starling_context_abandon`), and closes the
+context: they are told, and their pending and later operations that wait for this rank
+throw `StarlingError` (PEER_FAILED) naming it and `reason` (what follows "rank N ", e.g.
+"is exiting: out of memory"). Local: no collective, MPI is not finalized (the process
+should exit). A process that exits with the context still open does this by itself.
+"""
+function abandon!(ctx::Context, reason::AbstractString = "abandoned its context")
+    ctx.closed && return nothing
+    ctx.closed = true
+    try
+        check(L.starling_context_abandon(ctx.handle, reason))
+    finally
+        release_requests(ctx)
+        empty!(ctx.windows)
+    end
+    return nothing
+end
+
+"""
     close(ctx)
 
 Destroys the context (collective): operations already submitted finish first, later

@@ -18,6 +18,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from .. import _core
 from .. import _logging
+from .. import context as _context_module
 from .. import topology_util
 from ..compression import Compression, as_args as _compression_args
 from ..context import Context, as_topology
@@ -115,7 +116,7 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         S.handle = S.context._handle
         _logging.configure(S.context._rank)
         S.timeline_on = S.context.timeline_enabled
-        atexit.register(shutdown)
+        atexit.register(_shutdown_at_exit)
         _select_gpu(S.context.local_rank)
     if S.context.joined and S.topology is None:
         # Started by grow(): the job's topology is already installed (set_topology is
@@ -155,6 +156,19 @@ def shutdown() -> None:
     S.in_ranks, S.out_ranks, S.in_machine_ranks, S.out_machine_ranks = [], [], [], []
     S.timeline_on = False
     context.close()  # also completes the timeline file
+
+
+def _shutdown_at_exit() -> None:
+    """shutdown() at exit, unless an uncaught exception ends the process: then the other
+    ranks, still computing, are told and the context is left locally (a collective
+    shutdown would wait for them forever)."""
+    reason = _context_module.exit_reason()
+    if reason is not None and S.context is not None:
+        try:
+            S.context.abandon(f"is exiting: {reason}")
+        except Exception:
+            pass
+    shutdown()
 
 
 def abort() -> None:

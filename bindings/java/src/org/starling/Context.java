@@ -678,6 +678,25 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * Leaves the job now, without the other ranks (starling_context_abandon), and closes
+   * this context: they are told, and their pending and later operations that wait for
+   * this rank throw PeerFailedException naming it and {@code reason} (what follows "rank
+   * N ", e.g. "is exiting: out of memory"). Local: no collective, MPI is not finalized
+   * (the process should exit). A JVM that exits with the context still open does this
+   * by itself ("exited (status N) without destroying its context").
+   */
+  public synchronized void abandon(String reason) {
+    if (closed) return;
+    closed = true;
+    try {
+      StarlingNative.context_abandon(handle, reason);
+    } finally {
+      Request.releaseAll(this);
+      windows.clear();
+    }
+  }
+
+  /**
    * Destroys the context (collective). Operations already submitted finish first; later
    * calls throw StarlingException (INVALID_HANDLE). Idempotent. After {@link #abort()} or a
    * PEER_FAILED error it is local: it never waits for peers.
