@@ -373,6 +373,8 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Any] = None, name: Optional[
     """Rows of tensor (dimension 0) go to the ranks: splits[q] rows to rank q (None:
     equal parts). Returns the rows received, in rank order, and with splits given also
     the number received from each rank (Horovod's (output, received_splits))."""
+    if process_set is global_process_set:
+        return mpi_ops.alltoall(tensor, splits, name)  # the native one (same semantics)
     ctx = process_set._require()
     size = ctx.size
     rows = tensor.shape[0]
