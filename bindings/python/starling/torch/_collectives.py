@@ -1,16 +1,16 @@
 """The collectives torch.distributed and Horovod need beyond Starling's core set, and
 sub-groups of ranks: the one seam between those front ends and the C ABI.
 
-reduce-scatter and all-to-all are built here from allreduce and allgather, and groups
-over a subset of ranks from an MPI communicator (mpi4py), until the native
-starling_reduce_scatter / starling_alltoall / starling_context_split reach the
-Python Context; switching to them changes only this file.
+reduce-scatter and all-to-all are Starling's own (starling_reduce_scatter,
+starling_alltoall). Groups over a subset of ranks come from an MPI communicator
+(mpi4py): torch.distributed calls a backend only on a group's members, while
+starling_context_split is collective over the whole parent context.
 
 Every function takes a starling.Context and flat (1-D, contiguous) torch tensors and
 returns a Pending whose wait() finishes the operation.
 """
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -18,7 +18,7 @@ from .. import _core
 from .._tensors import adapter_of
 from ..context import Context
 from ..request import Request
-from ..errors import MismatchError, UnsupportedError
+from ..errors import UnsupportedError
 
 
 class Pending:
@@ -51,13 +51,12 @@ def allgather_into(ctx: Context, inp: torch.Tensor, out: torch.Tensor) -> Pendin
 def reduce_scatter(ctx: Context, inp: torch.Tensor, out: torch.Tensor, op: str,
                    counts: Optional[Sequence[int]] = None) -> Pending:
     """out = this rank's block of op over every rank's inp; equal blocks of out.numel()
-    elements, or counts[r] elements for rank r."""
+    elements, or counts[r] elements for rank r (starling_reduce_scatter)."""
     size, rank = ctx.size, ctx.rank
     if counts is None:
         if inp.numel() != size * out.numel():
             raise ValueError(f"reduce_scatter: the input has {inp.numel()} elements, expected size() * "
                              f"{out.numel()} (the output's) = {size * out.numel()}")
-        start = rank * out.numel()
     else:
         counts = [int(c) for c in counts]
         if len(counts) != size or any(c < 0 for c in counts) or sum(counts) != inp.numel():
@@ -66,55 +65,36 @@ def reduce_scatter(ctx: Context, inp: torch.Tensor, out: torch.Tensor, op: str,
         if counts[rank] != out.numel():
             raise ValueError(f"reduce_scatter: the output has {out.numel()} elements, counts[{rank}] = "
                              f"{counts[rank]}")
-        start = sum(counts[:rank])
-    # Fallback: allreduce the whole input, keep this rank's block.
-    reduced = torch.empty_like(inp)
-    request = ctx.allreduce_nonblocking(inp, op, out=reduced)
-
-    def finish() -> torch.Tensor:
-        out.copy_(reduced[start:start + out.numel()])
-        return out
-    return Pending(request, finish)
+    return Pending(ctx.reduce_scatter_nonblocking(inp, op, counts=counts, out=out))
 
 
 def alltoall(ctx: Context, inp: torch.Tensor, out: torch.Tensor, send_counts: Optional[Sequence[int]] = None,
              recv_counts: Optional[Sequence[int]] = None) -> Pending:
     """Block q of inp goes to rank q; block q of out comes from rank q (MPI_Alltoallv,
-    counts in elements; None: equal blocks). Every rank checks that what it expects is
-    what was sent to it."""
-    size, rank = ctx.size, ctx.rank
-    if send_counts is None:
+    counts in elements; None: equal blocks), through starling_alltoall, which checks on
+    every rank that what each rank expects is what was sent to it (MismatchError)."""
+    size = ctx.size
+    if send_counts is None and recv_counts is None:
         if inp.numel() % size:
             raise ValueError(f"alltoall: the input's {inp.numel()} elements do not split into size() = {size} "
                              "equal blocks")
-        send_counts = [inp.numel() // size] * size
+        return Pending(ctx.alltoall_nonblocking(inp, out=out))
+    if send_counts is None:
+        send_counts = [inp.numel() // size] * size if inp.numel() % size == 0 else None
+        if send_counts is None:
+            raise ValueError(f"alltoall: the input's {inp.numel()} elements do not split into size() = {size} "
+                             "equal blocks")
     send = [int(c) for c in send_counts]
     if len(send) != size or any(c < 0 for c in send) or sum(send) != inp.numel():
         raise ValueError(f"alltoall: send counts {send} must have size() = {size} entries >= 0 summing to the "
                          f"input's {inp.numel()} elements")
-    # Fallback: every rank learns every rank's counts, gathers every input, keeps its blocks.
-    all_counts = ctx.allgather(torch.tensor([send], dtype=torch.int64)).tolist()
-    expected = [all_counts[q][rank] for q in range(size)]
-    if recv_counts is None:
-        recv = [out.numel() // size] * size if out.numel() % size == 0 else None
-    else:
-        recv = [int(c) for c in recv_counts]
-    request = ctx.allgather_nonblocking(inp)
-
-    def finish() -> torch.Tensor:
-        whole = request.wait()
-        if recv != expected or sum(expected) != out.numel():
-            raise MismatchError(f"alltoall: rank {rank} expected to receive {recv} elements (output of "
-                                f"{out.numel()}) from ranks 0..{size - 1}, but they send {expected}")
-        pieces: List[torch.Tensor] = []
-        base = 0
-        for q in range(size):
-            offset = base + sum(all_counts[q][:rank])
-            pieces.append(whole[offset:offset + expected[q]])
-            base += sum(all_counts[q])
-        torch.cat(pieces, out=out)
-        return out
-    return Pending(None, finish)
+    if recv_counts is None:  # torch.distributed's rule: the output in equal blocks
+        if out.numel() % size:
+            raise ValueError(f"alltoall: the output's {out.numel()} elements do not split into size() = {size} "
+                             "equal blocks; give the receive counts")
+        recv_counts = [out.numel() // size] * size
+    recv = [int(c) for c in recv_counts]
+    return Pending(ctx.alltoall_nonblocking(inp, splits=send, recv_splits=recv, out=out))
 
 
 def group_context(world: Context, ranks: Sequence[int]) -> Optional[Context]:
