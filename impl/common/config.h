@@ -26,6 +26,7 @@ struct Config {
   double peer_check_seconds = 0.5;      // probe same-host peers after waiting this long; 0: never
   std::string gpu_path = "auto";        // auto, staged or nccl
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
+  size_t gpu_scratch_bytes = 64u << 20; // NCCL-path device scratch per operation (and pooled) at most
 };
 
 struct ConfigVar {
