@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -24,14 +25,44 @@ using ops::OpKind;
 
 // Operations of different communicators must not run concurrently: NCCL documents that
 // this can deadlock (each kernel waits for its peers while any CUDA call may synchronize
-// the device). Starling's NCCL operations take this lock, process-wide, from their first
-// NCCL call until their stream is done; their MPI agreement comes before it. Operations
-// of several contexts must then still be issued in the same order on every rank (NCCL's
-// own rule), and the application's own NCCL work is not covered (README, GPUs).
-std::mutex& ProcessNcclMutex() {
-  static std::mutex* mutex = new std::mutex;  // never destroyed: detached waits may hold it at exit
-  return *mutex;
-}
+// the device), and that operations on different communicators must be issued "at
+// different epochs with a locking mechanism", in the same order on every rank. So every
+// NCCL-path operation of this process takes a ticket when the application makes the call
+// (program order), and runs its NCCL part only when its ticket is served, from its first
+// NCCL call until its stream is done (its MPI agreement comes before). Ranks that call
+// in the same order therefore take the lock in the same order; calls on several contexts
+// from threads that race are the application's to order (README, GPUs). The
+// application's own NCCL work (torch.distributed) is not covered.
+class NcclTurns {
+ public:
+  static NcclTurns& Get() {
+    static NcclTurns* turns = new NcclTurns;  // never destroyed: waits may run at exit
+    return *turns;
+  }
+  uint64_t Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return next_++;
+  }
+  bool Serving(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return serving_ == ticket;
+  }
+  // The turn is over (ran, failed, or never ran): the next live ticket is served.
+  void Done(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ticket != serving_) {
+      skipped_.insert(ticket);
+      return;
+    }
+    ++serving_;
+    while (skipped_.erase(serving_) != 0) ++serving_;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t next_ = 0, serving_ = 0;
+  std::set<uint64_t> skipped_;
+};
 
 // Elements per chunk when each element needs `bytes_per_element` bytes of scratch: the
 // scratch stays within the cap (STARLING_GPU_SCRATCH_BYTES), whatever the tensor's size.
@@ -43,7 +74,15 @@ uint32_t ChunkElements(size_t cap, size_t bytes_per_element) {
 // The base of every NCCL-path op: the caller's stream event, the agreement, the wait.
 class NcclOp : public runtime::Op {
  public:
-  NcclOp(GpuState& gpu, std::string description) : gpu_(gpu), description_(std::move(description)) {
+  NcclOp(GpuState& gpu, std::string description)
+      : gpu_(gpu), description_(std::move(description)), ticket_(NcclTurns::Get().Take()) {
+    struct Unless {  // a constructor that throws gives its turn back
+      uint64_t ticket;
+      bool ok = false;
+      ~Unless() {
+        if (!ok) NcclTurns::Get().Done(ticket);
+      }
+    } unless{ticket_};
     ready_ = gpu_.TakeEvent();
     // NULL (the legacy stream) is resolved on the event's device, the tensors' GPU.
     const int status = gpu_.plugin()->event_record(ready_, CallerStream());
@@ -53,15 +92,26 @@ class NcclOp : public runtime::Op {
       ready_ = nullptr;
       Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
     }
+    unless.ok = true;
   }
-  ~NcclOp() override { gpu_.GiveEvent(ready_); }
+  ~NcclOp() override {
+    if (!turn_done_) NcclTurns::Get().Done(ticket_);
+    gpu_.GiveEvent(ready_);
+  }
   std::string Describe() const override { return description_; }
 
   void Run(runtime::Context& context) override {
+    struct Turn {  // over when Run ends, however it ends
+      NcclOp& op;
+      ~Turn() {
+        op.turn_done_ = true;
+        NcclTurns::Get().Done(op.ticket_);
+      }
+    } turn{*this};
     gpu_.BindOwnedThread();
     CheckCommunicator();
     Prepare(context);
-    std::unique_lock<std::mutex> lock = LockProcess(context);
+    WaitForTurn(context);
     CheckCommunicator();
     stream_ = gpu_.nccl_stream();
     try {
@@ -121,17 +171,17 @@ class NcclOp : public runtime::Op {
            gpu_.NcclFailure(), "); destroy the context (or repair it)");
   }
 
-  std::unique_lock<std::mutex> LockProcess(runtime::Context& context) {
-    std::unique_lock<std::mutex> lock(ProcessNcclMutex(), std::try_to_lock);
-    if (lock.owns_lock()) return lock;
+  // Under the wait monitor: an abort or STARLING_TIMEOUT_SECONDS ends it.
+  void WaitForTurn(runtime::Context& context) {
+    NcclTurns& turns = NcclTurns::Get();
+    if (turns.Serving(ticket_)) return;
     runtime::WaitMonitor monitor(context, label_);
-    for (int polls = 0; !lock.try_lock(); ++polls) {
+    for (int polls = 0; !turns.Serving(ticket_); ++polls) {
       monitor.CheckAborted();
       if (polls % 64 == 63)
-        monitor.Check([] { return runtime::Awaited{{}, "another context's NCCL operation in this process"}; });
+        monitor.Check([] { return runtime::Awaited{{}, "an earlier NCCL operation of another context in this process"}; });
       std::this_thread::sleep_for(std::chrono::microseconds(polls < 1000 ? 1 : 50));
     }
-    return lock;
   }
 
   // An asynchronous NCCL error (ncclCommGetAsyncError): a network error, a peer gone.
@@ -186,6 +236,8 @@ class NcclOp : public runtime::Op {
   }
 
   std::string description_;
+  uint64_t ticket_;
+  bool turn_done_ = false;
   void* ready_ = nullptr;
   LazyText label_ = [this] { return description_; };
 };

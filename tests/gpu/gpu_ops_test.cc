@@ -467,6 +467,17 @@ TEST_F(GpuOps, CompressedAllreduceAndChocoMatchHost) {
 // ---- the review's findings (README, GPUs: "What the review of the CUDA code changed")
 namespace {
 
+// A quiet NaN in element i (the test helpers' encoders take finite values only).
+void SetNaN(Buffer& b, size_t i) {
+  char* p = b.bytes() + i * KindSize(b.kind);
+  const uint16_t half = b.kind == Kind::kF16 ? 0x7E00 : 0x7FC0;
+  if (b.kind == Kind::kF16 || b.kind == Kind::kBF16) {
+    std::memcpy(p, &half, 2);
+  } else {
+    b.set(i, std::nan(""));
+  }
+}
+
 // MIN/MAX: a NaN on any rank wins, on every path (NCCL's own MIN/MAX are fminf/fmaxf,
 // where a NaN loses: the NCCL path must not use them for floating types). Finding #6.
 TEST_F(GpuOps, NanWinsMinAndMaxOnEveryPath) {
@@ -475,8 +486,8 @@ TEST_F(GpuOps, NanWinsMinAndMaxOnEveryPath) {
       constexpr int64_t n = 5;
       DeviceBuffer in(k, {n}), out(k, {n});
       for (int64_t i = 0; i < n; ++i) in.host.set(i, 1.0 + rank + i);
-      if (rank == 0) in.host.set(0, std::nan(""));
-      if (rank == size - 1) in.host.set(3, std::nan(""));
+      if (rank == 0) SetNaN(in.host, 0);
+      if (rank == size - 1) SetNaN(in.host, 3);
       in.Upload();
       ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, op, "nan"));
       const std::vector<char> got = out.Download();
@@ -531,19 +542,29 @@ TEST_F(GpuOps, OnlyTheTensorsDeviceIsTouched) {
   }
 }
 
-// Two contexts used at once from two threads: their NCCL operations never overlap in
-// this process (NCCL's documented deadlock hazard). Finding #10.
+// Two contexts with operations in flight at once (each context's progress thread runs
+// its own): their NCCL operations never overlap in this process (NCCL's documented
+// deadlock hazard), and run in call order. Finding #10.
 TEST_F(GpuOps, TwoContextsNeverRunNcclAtOnce) {
   starling_context_t second = nullptr;
   ASSERT_OK(starling_context_create(nullptr, &second));
-  auto work = [&](starling_context_t c, int salt) {
-    DeviceBuffer a(Kind::kF32, {20000});
-    a.Fill(rank, salt);
-    for (int i = 0; i < 15; ++i) ASSERT_OK(starling_allreduce(c, &a.t, &a.t, STARLING_AVERAGE, nullptr));
-  };
-  std::thread other(work, second, 91);
-  work(ctx, 90);
-  other.join();
+  constexpr int kCalls = 12;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  std::vector<starling_request_t> reqs;
+  for (int c = 0; c < kCalls; ++c) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(Kind::kF32, std::vector<int64_t>{20000}));
+    bufs.back()->Fill(rank, 90 + c);
+    starling_request_t req = nullptr;
+    ASSERT_OK(starling_allreduce_nonblocking(c % 2 ? second : ctx, &bufs.back()->t, &bufs.back()->t, STARLING_SUM,
+                                             nullptr, &req));
+    reqs.push_back(req);
+  }
+  for (int c = 0; c < kCalls; ++c) {
+    ASSERT_OK(starling_request_wait(reqs[c]));
+    ASSERT_OK(starling_request_free(reqs[c]));
+    ASSERT_OK(starling_allreduce(ctx, &bufs[c]->host.t, &bufs[c]->host.t, STARLING_SUM, nullptr));
+    ExpectSameBytes(*bufs[c], "call " + std::to_string(c));
+  }
   ASSERT_OK(starling_context_destroy(second));
   const int overlaps = TestDevice::Get().ConcurrentNcclOps();
   if (overlaps >= 0) {
