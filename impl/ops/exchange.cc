@@ -239,7 +239,8 @@ bool Exchange::Progress() {
 }
 
 void Exchange::Wait() {
-  runtime::WaitMonitor monitor(context_, what_);
+  runtime::WaitMonitor monitor(context_, what_,
+                              channel_ == transport::Channel::kCollective ? context_.sequence() : 0);
   auto awaited = [this] { return Awaited(); };
   int idle = 0;
   try {

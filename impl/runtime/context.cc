@@ -17,10 +17,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->config_ = GlobalConfig();
   STARLING_CHECK_ARG(options.nodes_per_machine >= 0, "nodes_per_machine must be >= 0, got ",
                      options.nodes_per_machine);
-  transport::MpiLifetime::Acquire(!options.use_host_comm);
+  const bool split = options.split_comm != MPI_COMM_NULL;
+  transport::MpiLifetime::Acquire(!options.use_host_comm && !split);
   context->holds_mpi_ = true;
+  context->split_ = split;
   try {
-    MPI_Comm base = MPI_COMM_WORLD;
+    MPI_Comm base = split ? options.split_comm : MPI_COMM_WORLD;
     if (options.use_host_comm) {
       STARLING_CHECK_ARG(options.host_comm >= INT32_MIN && options.host_comm <= INT32_MAX,
                          "host_comm ", options.host_comm, " is not a Fortran communicator handle");
@@ -31,7 +33,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     }
     // A process started by starling_context_grow enters the running job's context.
     std::shared_ptr<TopologyState> grown;
-    MPI_Comm joined = options.use_host_comm ? MPI_COMM_NULL : JoinGrow(&grown);
+    MPI_Comm joined = options.use_host_comm || split ? MPI_COMM_NULL : JoinGrow(&grown);
     if (joined != MPI_COMM_NULL) {
       context->grown_ = true;
       try {
@@ -77,6 +79,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     transport::MpiLifetime::Release();
     throw;
   }
+  WatchExit(context);
   STARLING_LOG_DEBUG("context created: rank ", context->rank_, " of ", context->size_, ", machine ",
                      context->layout_.machine_rank, " of ", context->layout_.machine_size, ", local rank ",
                      context->layout_.local_rank, " of ", context->layout_.local_size);
@@ -104,14 +107,37 @@ void Context::Destroy() {
     if (!gone.empty()) MarkBroken(gone, Code::kPeerFailed);
   }
   if (engine_) engine_->Stop();
-  if (grown_ && !local_teardown() && transport_) {
-    // A grown job: processes of two launches (the first job and the spawned one).
-    // Open MPI 5's launcher hangs or cuts the output of a spawned process that
-    // outlives the first job's processes, so every member leaves together. ULFM: a
-    // dead member makes the barrier fail instead of hang; then each leaves on its own.
+  // Peers still computing learn that this rank takes no part in their later operations
+  // (theirs fail naming it instead of waiting forever). After a failure they know already.
+  if (!local_teardown()) {
+    Depart("destroyed its context (shutdown, close, or the cleanup at exit)", /*normal=*/true);
+  } else if (aborted()) {
+    // The abort was local; leaving is not: peers must not wait for this rank's notice.
+    Depart("aborted its context (starling_context_abort)", /*normal=*/false);
+  }
+  if ((grown_ || repaired_) && !local_teardown() && transport_ && transport_->fault_tolerant()) {
+    // Every member leaves together. A grown job: processes of two launches; Open MPI 5's
+    // launcher hangs or cuts the output of a spawned process that outlives the first
+    // job's processes. A repaired one: MPI is not finalized after a failure (that would
+    // wait for the dead), so without this a survivor that finished the last operation
+    // exited while others were still inside it, and ULFM reported its exit to them as a
+    // new failure. An agreement is failure-tolerant (a member dying during it ends it
+    // everywhere); its outcome is nobody's concern: each then leaves on its own.
     try {
-      transport_->Barrier();
+      bool failed = false;
+      transport_->Agree(1, &failed);
     } catch (const Error&) {
+    }
+  }
+  if (!local_teardown()) {
+    // Every other rank's departure notice, before the communicators go: a notice left
+    // unreceived would be matched by a later communicator that reuses the context id.
+    // Windows are served meanwhile (peers' last requests). Ends early when a rank fails
+    // or leaves abnormally; its errors are nobody's concern here.
+    try {
+      AwaitDepartures();
+    } catch (const Error& e) {
+      STARLING_LOG_DEBUG("destroy: not every rank left normally: ", e.what());
     }
   }
   timeline_.reset();  // completes the JSON file
@@ -294,12 +320,12 @@ std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* go
              " gone (killed, crashed or exited without destroying its context)");
 }
 
-namespace {
-constexpr uint32_t kNoticeMagic = 0x53464149;  // "SFAI"
-}  // namespace
-
 void Context::PostNoticeReceive() {
   std::lock_guard<std::mutex> lock(notice_mutex_);
+  PostNoticeReceiveLocked();
+}
+
+void Context::PostNoticeReceiveLocked() {
   notice_in_ = std::make_unique<Notice>();
   notice_ticket_ = transport_->Irecv(transport::Channel::kControl, transport::kAnySource, notice_in_.get(),
                                      sizeof(Notice));
@@ -319,7 +345,7 @@ void Context::NotifyPeerFailure(const std::string& message, const std::vector<in
   // Leaked on purpose: sends to dead or stuck ranks may never complete, so MPI may
   // read the buffer at any later time. At most one small notice per context.
   auto* notice = new Notice();
-  notice->magic = kNoticeMagic;
+  notice->magic = kFailureMagic;
   notice->reporter = rank_;
   std::snprintf(notice->text, sizeof notice->text, "%s", message.c_str());
   for (int r = 0; r < size_; ++r) {
@@ -334,18 +360,36 @@ void Context::NotifyPeerFailure(const std::string& message, const std::vector<in
 
 std::string Context::PollFailureNotice() {
   std::unique_lock<std::mutex> lock(notice_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || !transport_ || !notice_ticket_.active) return {};
-  transport::Completion completion;
-  try {
-    if (!transport_->Test(notice_ticket_, &completion)) return {};
-  } catch (const Error&) {
-    return {};
+  if (!lock.owns_lock()) return {};
+  // Departures arrive one per leaving rank: take each and post the receive again.
+  while (transport_ && notice_ticket_.active) {
+    transport::Completion completion;
+    try {
+      if (!transport_->Test(notice_ticket_, &completion)) return {};
+    } catch (const Error&) {
+      return {};
+    }
+    const Notice& n = *notice_in_;
+    if (completion.bytes != sizeof(Notice)) return {};
+    const std::string text(n.text, strnlen(n.text, sizeof n.text));
+    if (n.magic == kDepartureMagic && n.reporter >= 0 && n.reporter < size_) {
+      {
+        std::lock_guard<std::mutex> record(departures_mutex_);
+        Departure& d = departures_[n.reporter];
+        d.sequence = n.sequence;
+        d.normal = n.normal != 0;
+        d.reason = text;
+        d.seen = std::chrono::steady_clock::now();
+      }
+      any_departure_.store(true, std::memory_order_release);
+      PostNoticeReceiveLocked();
+      continue;
+    }
+    if (n.magic != kFailureMagic) return {};
+    notified_.store(true);  // the reporter told everyone already
+    return Str(text, " (reported by ", DescribeRank(n.reporter), ")");
   }
-  const Notice& n = *notice_in_;
-  if (completion.bytes != sizeof(Notice) || n.magic != kNoticeMagic) return {};
-  notified_.store(true);  // the reporter told everyone already
-  const std::string text(n.text, strnlen(n.text, sizeof n.text));
-  return Str(text, " (reported by ", DescribeRank(n.reporter), ")");
+  return {};
 }
 
 std::string Context::PeerNotes(const std::set<int>& awaited) const {

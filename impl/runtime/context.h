@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -41,6 +43,9 @@ struct ContextOptions {
   bool use_host_comm = false;
   int64_t host_comm = 0;  // Fortran handle
   int nodes_per_machine = 0;
+  // starling_context_split: the communicator of the new context (borrowed; the context
+  // duplicates it). MPI is already initialized, and the context may not grow.
+  MPI_Comm split_comm = MPI_COMM_NULL;
 };
 
 // A topology as operations see it: immutable, so an operation keeps the snapshot it
@@ -90,8 +95,8 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Collective: runs every submitted operation, stops the engine, releases MPI.
-  // Idempotent.
+  // Collective: runs every submitted operation, stops the engine, tells the other
+  // ranks (Depart) and waits until each has left too, releases MPI. Idempotent.
   void Destroy();
 
   int rank() const { return rank_; }
@@ -110,6 +115,8 @@ class Context {
   // Sequence number of the next collective operation: equal on every rank for the
   // same operation, so messages from a rank that skipped or added one are caught.
   uint64_t NextSequence() { return ++sequence_; }
+  // The running operation's sequence number (the last one handed out).
+  uint64_t sequence() const { return sequence_; }
 
   // The current (machine) topology; machine_topology() is null until one is set.
   std::shared_ptr<const TopologyState> topology() const;
@@ -180,6 +187,11 @@ class Context {
   GrowResult Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach);
   // This process entered the context through a grow (it was spawned by one).
   bool joined() const { return joined_; }
+  // starling_context_split's collective step (execution lock held, every rank in
+  // order): the communicator of the ranks with this color, or MPI_COMM_NULL.
+  MPI_Comm SplitCommunicator(int color, int key) { return transport_->Split(color, key); }
+  // Made by starling_context_split.
+  bool split() const { return split_; }
   // With ULFM: "" while MPI knows of no failed rank, else a message naming them.
   std::string KnownFailures() const;
   // Drops every module's per-context state except that of type `keep`.
@@ -198,8 +210,33 @@ class Context {
   // for a survivor that stopped at this failure fail too, naming the gone rank. Sent
   // once per context, on its own channel; nothing waits for delivery.
   void NotifyPeerFailure(const std::string& message, const std::vector<int>& gone);
-  // A failure notice from another rank, or "" (tests a posted receive; any thread).
+  // Reads the notices other ranks sent (tests a posted receive; any thread): records
+  // departures, and returns a failure notice's text, or "".
   std::string PollFailureNotice();
+
+  // --- departures (see impl/runtime/departure.cc) ---
+  // Tells every other rank that this one leaves the context now, after operation
+  // #sequence(), and why ("called shutdown ..."). `normal`: it took part in every
+  // operation up to then, so peers still inside one of them finish it; otherwise
+  // (an exception, an exit without destroy) every peer's wait ends. Once per context;
+  // returns when the notices have left (at most about 1 s).
+  void Depart(const std::string& reason, bool normal);
+  // Destroy, after Depart: waits until every other rank has departed (serving peers'
+  // window requests meanwhile). Throws Error when one failed or left abnormally, on
+  // STARLING_TIMEOUT_SECONDS, or after an abort (the wait ends either way).
+  void AwaitDepartures();
+  // starling_context_abandon: Depart(reason, not normal), abort, tear down locally.
+  void Abandon(const std::string& reason);
+  // Registers `context` for the process's exit handler (an exit while it is alive
+  // abandons it: "exited (status N) without destroying its context").
+  static void WatchExit(const std::shared_ptr<Context>& context);
+  bool any_departure() const { return any_departure_.load(std::memory_order_acquire); }
+  // For a wait in operation #sequence (0: not a numbered collective, e.g. a window
+  // request) on `awaited`: "" while it can still complete, else why not ("rank 0 (pid
+  // ...) is exiting: uncaught RuntimeError: ..."). Any abnormal departure ends every
+  // wait; a normal one ends waits for that rank in a later operation, and unnumbered
+  // waits for it after a grace second.
+  std::string DepartureFailure(const std::set<int>& awaited, uint64_t sequence) const;
   // For stall warnings and timeouts: the state of each awaited rank on this host
   // ("; rank 1 (pid 42 on host vm) is stopped (...)"), or "".
   std::string PeerNotes(const std::set<int>& awaited) const;
@@ -221,7 +258,9 @@ class Context {
   int nodes_per_machine_ = 0;  // as created (repair recomputes the layout with it)
   bool holds_mpi_ = false;
   bool joined_ = false;
-  bool grown_ = false;  // grown, or joined: destroy waits for every member (a barrier)
+  bool split_ = false;
+  bool grown_ = false;     // grown, or joined: destroy waits for every member
+  bool repaired_ = false;  // repaired: destroy waits for every survivor
   bool destroyed_ = false;
   std::mutex destroy_mutex_;
 
@@ -242,13 +281,25 @@ class Context {
 
   // Failure notices (channel kControl): one receive from any rank stays posted.
   struct Notice {
-    uint32_t magic = 0;
+    uint32_t magic = 0;  // kind: a failure notice, or a departure
     int32_t reporter = -1;
-    char text[504] = {};
+    uint64_t sequence = 0;  // departure: the last operation the reporter took part in
+    int32_t normal = 0;     // departure: 1 if it completed every operation up to then
+    int32_t reserved = 0;
+    char text[488] = {};
+  };
+  static constexpr uint32_t kFailureMagic = 0x53464149;    // "SFAI"
+  static constexpr uint32_t kDepartureMagic = 0x53444550;  // "SDEP"
+  struct Departure {
+    uint64_t sequence = 0;
+    bool normal = false;
+    std::string reason;
+    std::chrono::steady_clock::time_point seen;
   };
   // The state of each of `ranks` (not this one) that runs on this host.
   std::vector<std::pair<int, ProcessState>> ProbeStates(const std::set<int>& ranks) const;
   void PostNoticeReceive();
+  void PostNoticeReceiveLocked();  // notice_mutex_ held
   void WithdrawNoticeReceive();  // notice_mutex_ held
   // Abort or peer failure: receives that cannot be withdrawn are abandoned from now on.
   void SetTransportFailed();
@@ -256,6 +307,10 @@ class Context {
   std::unique_ptr<Notice> notice_in_;
   transport::Ticket notice_ticket_;  // guarded by notice_mutex_
   std::atomic<bool> notified_{false};
+  bool departed_ = false;  // guarded by notice_mutex_
+  mutable std::mutex departures_mutex_;
+  std::map<int, Departure> departures_;  // by rank; guarded by departures_mutex_
+  std::atomic<bool> any_departure_{false};
 
   std::atomic<bool> broken_{false};
   std::atomic<bool> aborted_{false};

@@ -133,6 +133,12 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   }
   sequence_ = 0;
   notified_.store(false);
+  repaired_ = true;
+  {
+    std::lock_guard<std::mutex> lock(departures_mutex_);
+    departures_.clear();  // old ranks' numbers
+    any_departure_.store(false);
+  }
   {
     std::lock_guard<std::mutex> lock(broken_mutex_);
     broken_reason_.clear();

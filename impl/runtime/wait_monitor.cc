@@ -5,9 +5,10 @@
 
 namespace starling::runtime {
 
-WaitMonitor::WaitMonitor(Context& context, const LazyText& what)
+WaitMonitor::WaitMonitor(Context& context, const LazyText& what, uint64_t sequence)
     : context_(context),
       what_(what),
+      sequence_(sequence),
       start_(std::chrono::steady_clock::now()),
       next_warning_(context.config().stall_warning_seconds),
       next_probe_(context.config().peer_check_seconds) {}
@@ -37,11 +38,16 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
   CheckAborted();
   const Config& config = context_.config();
   const double waited = waited_seconds();
-  if (config.peer_check_seconds > 0 && waited >= kNoticeAfterSeconds) {
+  if (waited >= kNoticeAfterSeconds) {
     // Another rank found a peer gone and told everyone: a wait for a survivor that
     // stopped at that failure would otherwise last until the timeout.
     const std::string notice = context_.PollFailureNotice();
     if (!notice.empty()) PeerFailed(notice);
+    // A rank left (an exception, an exit, a shutdown): a wait it will never answer ends.
+    if (context_.any_departure()) {
+      const std::string left = context_.DepartureFailure(awaited().ranks, sequence_);
+      if (!left.empty()) PeerFailed(left);
+    }
   }
   if (waited >= next_failure_poll_ && context_.fault_tolerant()) {
     // ULFM knows of failures before any message to the dead rank fails (a wait on a

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -28,7 +29,9 @@ class WaitMonitor {
  public:
   // `what` (the operation, for warnings) must outlive the monitor: it is not copied, so
   // that the hot path of a wait allocates nothing.
-  WaitMonitor(Context& context, const LazyText& what);
+  // `sequence`: the operation's number when it is a numbered collective (peers that
+  // left after it still complete it), else 0.
+  WaitMonitor(Context& context, const LazyText& what, uint64_t sequence = 0);
 
   // Throws Error(kAborted) once the context was aborted, Error(kPeerFailed) once another
   // wait found a peer gone. Two atomic loads: call it on every iteration.
@@ -49,6 +52,7 @@ class WaitMonitor {
 
   Context& context_;
   const LazyText& what_;
+  uint64_t sequence_;
   std::chrono::steady_clock::time_point start_;
   double next_warning_;
   double next_probe_;

@@ -48,21 +48,9 @@ void StopService(runtime::Context& context, Registry& registry) {
   registry.service.Stop(context, context.local_teardown() ? 0.0 : kServiceStopGraceSeconds);
 }
 
-// The context is being destroyed with windows alive: peers may still need this rank
-// to serve their last requests, so agree with every rank first (serving meanwhile),
-// unless the context already failed.
-void QuiesceAndStop(runtime::Context& context, Registry& registry) {
-  try {
-    context.CheckUsable();
-    ops::Signature sig;
-    sig.seq = context.NextSequence();
-    sig.kind = ops::OpKind::kWindowFree;
-    ops::Agree(context, ops::WorldGroup(context), sig, [] { return std::string("context_destroy with windows"); });
-  } catch (const Error& e) {
-    STARLING_LOG(LogLevel::kWarn, "windows stop without agreement: ", e.what());
-  }
-  StopService(context, registry);
-}
+// The context is being destroyed with windows alive: its destroy served peers' last
+// requests until every rank had left (Context::AwaitDepartures), unless it failed.
+void QuiesceAndStop(runtime::Context& context, Registry& registry) { StopService(context, registry); }
 
 void StartService(runtime::Context& context, Registry& registry) {
   runtime::Context* ctx = &context;

@@ -49,6 +49,8 @@ TEST_F(BadInput, QueriesBeforeCreateAndAfterDestroy) {
   ASSERT_OK(starling_context_destroy(gone));
   for (auto query : queries) EXPECT_ERROR(query(gone, &v), STARLING_ERR_INVALID_HANDLE, "already freed or destroyed");
   EXPECT_ERROR(starling_context_destroy(gone), STARLING_ERR_INVALID_HANDLE, "already freed or destroyed");
+  EXPECT_ERROR(starling_context_abandon(gone, "is testing"), STARLING_ERR_INVALID_HANDLE, "already freed or destroyed");
+  EXPECT_ERROR(starling_context_abandon(nullptr, nullptr), STARLING_ERR_INVALID_HANDLE, "NULL");
   Probe t;
   EXPECT_ERROR(starling_allreduce(gone, &t.t, &t.t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_HANDLE, "context");
   EXPECT_ERROR(starling_broadcast(nullptr, &t.t, &t.t, 0, nullptr), STARLING_ERR_INVALID_HANDLE, "NULL");

@@ -29,6 +29,9 @@ def test_bf_abort_releases_a_blocked_call_and_shutdown_is_local():
         bf.abort()
         with pytest.raises(starling.AbortedError):
             bf.allreduce(torch.ones(8))
+    # The others shut down only after rank 0's abort: a rank that shuts down earlier is
+    # reported to rank 0's blocked allreduce (PeerFailedError), before the abort.
+    keeper.barrier()
     start = time.monotonic()
     bf.shutdown()
     assert time.monotonic() - start < 1.0 or RANK != 0
