@@ -139,7 +139,7 @@ class Gpu {
     if (!Alloc(bytes, &x_) || !Alloc(bytes, &y_)) return std::string("device_alloc: ") + p_->last_error();
     for (float** h : {&a_, &c_}) {
       void* ptr = nullptr;
-      if (p_->host_alloc(bytes, &ptr) != 0) return std::string("host_alloc: ") + p_->last_error();
+      if (p_->host_alloc(device_, bytes, &ptr) != 0) return std::string("host_alloc: ") + p_->last_error();
       pinned_memory_.push_back(ptr);
       *h = static_cast<float*>(ptr);
     }
@@ -193,6 +193,14 @@ class Gpu {
     if (p_->nccl_comm_init(&nccl_comm_, size, id, rank, device_) != 0) {
       why = std::string("nccl_comm_init: ") + p_->last_error();
       nccl_comm_ = nullptr;
+    }
+    // The init is non-blocking: wait until the communicator is ready (or failed).
+    for (int state = 1; nccl_comm_ != nullptr && state == 1;) {
+      if (p_->nccl_comm_status(nccl_comm_, &state) != 0 || state == 2) {
+        why = std::string("nccl_comm_init: ") + p_->last_error();
+        p_->nccl_comm_abort(nccl_comm_);
+        nccl_comm_ = nullptr;
+      }
     }
     if (!Everywhere(why.empty(), &first_failed)) {
       if (nccl_comm_) p_->nccl_comm_abort(nccl_comm_);

@@ -42,6 +42,8 @@ const std::vector<ConfigVar> kTable = {
      "how CUDA tensors move: auto (NCCL when every rank of a context has a GPU of its own and NCCL loads, else staged), staged (pinned host copies and the MPI path), nccl (fail with the reason when NCCL cannot be used)"},
     {"STARLING_GPU_CHUNK_BYTES", nullptr, "4194304",
      "bytes: the staged path copies large CUDA tensors in chunks of this size, so copies overlap communication"},
+    {"STARLING_GPU_SCRATCH_BYTES", nullptr, "67108864",
+     "bytes: the most device memory the NCCL path uses as scratch per operation (float16/bfloat16/int16 allreduce, floating MIN/MAX, neighbor_allreduce work in chunks that fit it) and keeps pooled per context"},
     {"STARLING_DEVICE_PLUGIN", nullptr, "",
      "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
@@ -118,6 +120,9 @@ Config ParseConfig(const EnvLookup& lookup) {
       STARLING_CHECK_ARG(v == "auto" || v == "staged" || v == "nccl", used, "='", value,
                          "' is not one of auto, staged, nccl");
       config.gpu_path = v;
+    } else if (name == "STARLING_GPU_SCRATCH_BYTES") {
+      config.gpu_scratch_bytes = ParseBytes(used, value, 4096);
+      STARLING_CHECK_ARG(config.gpu_scratch_bytes <= (size_t{1} << 40), used, "='", value, "' exceeds 1 TiB");
     } else if (name == "STARLING_GPU_CHUNK_BYTES") {
       config.gpu_chunk_bytes = ParseBytes(used, value, 4096);
       STARLING_CHECK_ARG(config.gpu_chunk_bytes <= (size_t{1} << 30), used, "='", value, "' exceeds 1 GiB");

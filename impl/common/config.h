@@ -27,6 +27,7 @@ struct Config {
   double ft_detector_seconds = 0.0;     // ULFM's heartbeat detector timeout; 0: detector off
   std::string gpu_path = "auto";        // auto, staged or nccl
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
+  size_t gpu_scratch_bytes = 64u << 20; // NCCL-path device scratch per operation (and pooled) at most
 };
 
 struct ConfigVar {

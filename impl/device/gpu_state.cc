@@ -1,18 +1,28 @@
 #include "impl/device/gpu_state.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <thread>
 
 #include "impl/common/error.h"
+#include "impl/runtime/engine.h"
 
 namespace starling::device {
 namespace {
-// Pinned blocks are rounded up to a power of two from 64 KiB so that tensors of
-// similar sizes reuse each other's blocks.
+// Blocks are rounded up to a size class so that tensors of similar sizes reuse each
+// other's blocks: from 64 KiB, eight classes per doubling (at most 12.5% unused, where
+// powers of two waste up to half: 6 GiB of scratch would take 8 GiB).
 size_t BlockSize(size_t bytes) {
-  size_t size = 64 << 10;
-  while (size < bytes) size <<= 1;
-  return size;
+  constexpr size_t kMin = 64 << 10;
+  if (bytes <= kMin) return kMin;
+  size_t power = kMin;
+  while (power * 2 < bytes) power <<= 1;  // power < bytes <= 2 * power
+  const size_t step = power / 8;
+  return (bytes + step - 1) / step * step;
 }
+
+thread_local int t_bound_device = -1;  // BindOwnedThread's device on this thread
 }  // namespace
 
 PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {
@@ -39,10 +49,11 @@ GpuState::~GpuState() {
   const starling_device_plugin_t& p = **plugin_;
   // Best effort: errors while tearing down have nowhere to go.
   // Abort, not destroy: it never waits for peers (every operation already finished,
-  // or failed and must not hang the teardown).
-  if (nccl_comm_) p.nccl_comm_abort(nccl_comm_);
+  // or failed and must not hang the teardown). A communicator an operation aborted
+  // already is gone: TakeNcclComm gives NULL then.
+  AbortNccl("the context is being destroyed");
   for (void* stream : {copy_stream_, nccl_stream_}) {
-    if (stream == nullptr) continue;
+    if (stream == nullptr || (stream == nccl_stream_ && nccl_stream_abandoned_)) continue;
     p.stream_synchronize(stream);
     p.stream_destroy(stream);
   }
@@ -101,8 +112,55 @@ std::string GpuState::PathDescription() {
 void GpuState::SetPath(GpuPath path, std::string reason, void* nccl_comm) {
   std::lock_guard<std::mutex> lock(mutex_);
   path_reason_ = std::move(reason);
-  nccl_comm_ = nccl_comm;
+  nccl_comm_.store(nccl_comm, std::memory_order_release);
   path_.store(path, std::memory_order_release);
+}
+
+bool GpuState::AbortNccl(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nccl_failure_.empty()) nccl_failure_ = why;
+  }
+  void* comm = TakeNcclComm();
+  if (comm == nullptr) return true;
+  // NCCL's abort may wait for the other ranks of this node (it frees memory they may
+  // still use), and they may be stuck: give it a deadline, then leave it running.
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  const starling_device_plugin_t* p = &**plugin_;  // the plugin stays loaded for good
+  std::thread([p, comm, done] {
+    p->nccl_comm_abort(comm);
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  const bool finished = done->cv.wait_for(lock, std::chrono::duration<double>(kAbortSeconds), [&] { return done->done; });
+  if (!finished) {
+    std::lock_guard<std::mutex> state(mutex_);
+    nccl_stream_abandoned_ = true;
+  }
+  return finished;
+}
+
+std::string GpuState::NcclFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return nccl_failure_;
+}
+
+void GpuState::BindOwnedThread() {
+  if (t_bound_device == device_ || !runtime::Engine::OnProgressThread()) return;
+  plugin_->Check((*plugin_)->set_device(device_), "set_device");
+  t_bound_device = device_;
+}
+
+size_t GpuState::pooled_device_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_bytes_;
 }
 
 void* GpuState::nccl_stream() {
@@ -153,15 +211,40 @@ PooledBuffer GpuState::Take(size_t bytes, bool device) {
   }
   void* data = nullptr;
   const starling_device_plugin_t& p = **plugin_;
-  if ((device ? p.device_alloc(device_, size, &data) : p.host_alloc(size, &data)) != 0)
+  int rc = device ? p.device_alloc(device_, size, &data) : p.host_alloc(device_, size, &data);
+  if (rc != 0 && device && !free_device_.empty()) {  // out of memory: give back what the pool keeps, retry
+    TrimDevicePool(0);
+    rc = p.device_alloc(device_, size, &data);
+  }
+  if (rc != 0)
     Fail(Code::kOutOfMemory, "could not allocate ", size, device ? " bytes of device memory on cuda:" : " bytes of ",
-         device ? Str(device_) : std::string("pinned host memory"), " for CUDA tensors' staging: ", p.last_error());
+         device ? Str(device_) : std::string("pinned host memory"),
+         device ? " for the NCCL path's scratch (STARLING_GPU_SCRATCH_BYTES bounds it): "
+                : " for CUDA tensors' staging: ",
+         p.last_error());
+  if (device) device_bytes_ += size;
   return PooledBuffer(this, static_cast<char*>(data), size, device);
 }
 
 void GpuState::Give(char* data, size_t capacity, bool device) {
   std::lock_guard<std::mutex> lock(mutex_);
   (device ? free_device_ : free_pinned_).push_back({data, capacity});
+  if (device) TrimDevicePool(scratch_cap());
+}
+
+void GpuState::TrimDevicePool(size_t keep) {
+  size_t free_bytes = 0;
+  for (const Block& b : free_device_) free_bytes += b.capacity;
+  // Largest first: they are the ones an unusual tensor left behind.
+  std::sort(free_device_.begin(), free_device_.end(),
+            [](const Block& a, const Block& b) { return a.capacity > b.capacity; });
+  while (free_bytes > keep && !free_device_.empty()) {
+    const Block b = free_device_.front();
+    free_device_.erase(free_device_.begin());
+    (*plugin_)->device_free(b.data);  // best effort: a failure leaks it, nothing worse
+    free_bytes -= b.capacity;
+    device_bytes_ -= b.capacity;
+  }
 }
 
 }  // namespace starling::device

@@ -19,6 +19,7 @@ void* HostAccess::Stream() {
 void HostAccess::ToHost(void* dst, bool after_caller) {
   if (tensor_.bytes == 0) return;
   const Plugin& p = gpu_.plugin();
+  gpu_.BindOwnedThread();
   std::lock_guard<std::mutex> lock(mutex_);
   void* stream = Stream();
   if (after_caller) {
@@ -36,6 +37,7 @@ void HostAccess::ToHost(void* dst, bool after_caller) {
 void HostAccess::FromHost(const void* src) {
   if (tensor_.bytes == 0) return;
   const Plugin& p = gpu_.plugin();
+  gpu_.BindOwnedThread();
   std::lock_guard<std::mutex> lock(mutex_);
   void* stream = Stream();
   p.Check(p->memcpy_async(tensor_.data, src, tensor_.bytes, stream), "memcpy_async");

@@ -1,8 +1,12 @@
 #include "impl/device/nccl_ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "impl/common/error.h"
 #include "impl/device/caller_stream.h"
@@ -19,11 +23,68 @@ namespace {
 
 using ops::OpKind;
 
+// Operations of different communicators must not run concurrently: NCCL documents that
+// this can deadlock (each kernel waits for its peers while any CUDA call may synchronize
+// the device), and that operations on different communicators must be issued "at
+// different epochs with a locking mechanism", in the same order on every rank. So every
+// NCCL-path operation of this process takes a ticket when the application makes the call
+// (program order), and runs its NCCL part only when its ticket is served, from its first
+// NCCL call until its stream is done (its MPI agreement comes before). Ranks that call
+// in the same order therefore take the lock in the same order; calls on several contexts
+// from threads that race are the application's to order (README, GPUs). The
+// application's own NCCL work (torch.distributed) is not covered.
+class NcclTurns {
+ public:
+  static NcclTurns& Get() {
+    static NcclTurns* turns = new NcclTurns;  // never destroyed: waits may run at exit
+    return *turns;
+  }
+  uint64_t Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return next_++;
+  }
+  bool Serving(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return serving_ == ticket;
+  }
+  // The turn is over (ran, failed, or never ran): the next live ticket is served.
+  void Done(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ticket != serving_) {
+      skipped_.insert(ticket);
+      return;
+    }
+    ++serving_;
+    while (skipped_.erase(serving_) != 0) ++serving_;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t next_ = 0, serving_ = 0;
+  std::set<uint64_t> skipped_;
+};
+
+// Elements per chunk when each element needs `bytes_per_element` bytes of scratch: the
+// scratch stays within the cap (STARLING_GPU_SCRATCH_BYTES), whatever the tensor's size.
+uint32_t ChunkElements(size_t cap, size_t bytes_per_element) {
+  const size_t elements = std::max<size_t>(1, cap / std::max<size_t>(1, bytes_per_element));
+  return static_cast<uint32_t>(std::min<size_t>(elements, size_t{1} << 30));
+}
+
 // The base of every NCCL-path op: the caller's stream event, the agreement, the wait.
 class NcclOp : public runtime::Op {
  public:
-  NcclOp(GpuState& gpu, std::string description) : gpu_(gpu), description_(std::move(description)) {
+  NcclOp(GpuState& gpu, std::string description)
+      : gpu_(gpu), description_(std::move(description)), ticket_(NcclTurns::Get().Take()) {
+    struct Unless {  // a constructor that throws gives its turn back
+      uint64_t ticket;
+      bool ok = false;
+      ~Unless() {
+        if (!ok) NcclTurns::Get().Done(ticket);
+      }
+    } unless{ticket_};
     ready_ = gpu_.TakeEvent();
+    // NULL (the legacy stream) is resolved on the event's device, the tensors' GPU.
     const int status = gpu_.plugin()->event_record(ready_, CallerStream());
     if (status != 0) {
       const std::string why = gpu_.plugin()->last_error();
@@ -31,23 +92,49 @@ class NcclOp : public runtime::Op {
       ready_ = nullptr;
       Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
     }
+    unless.ok = true;
   }
-  ~NcclOp() override { gpu_.GiveEvent(ready_); }
+  ~NcclOp() override {
+    if (!turn_done_) NcclTurns::Get().Done(ticket_);
+    gpu_.GiveEvent(ready_);
+  }
   std::string Describe() const override { return description_; }
 
   void Run(runtime::Context& context) override {
-    AgreeOnCall(context);
+    struct Turn {  // over when Run ends, however it ends
+      NcclOp& op;
+      ~Turn() {
+        op.turn_done_ = true;
+        NcclTurns::Get().Done(op.ticket_);
+      }
+    } turn{*this};
+    gpu_.BindOwnedThread();
+    CheckCommunicator();
+    Prepare(context);
+    WaitForTurn(context);
+    CheckCommunicator();
     stream_ = gpu_.nccl_stream();
-    Check(plugin()->stream_wait_event(stream_, ready_), "stream_wait_event");
-    Enqueue(context);
+    try {
+      Check(plugin()->stream_wait_event(stream_, ready_), "stream_wait_event");
+      Enqueue(context);
+    } catch (...) {
+      // What was queued may still read or write this op's scratch: let it finish (or
+      // fail under the monitor) before the op, and with it the scratch, goes.
+      try {
+        WaitForStream(context);
+      } catch (...) {
+      }
+      throw;
+    }
     WaitForStream(context);
   }
 
  protected:
   virtual ops::Signature Signature() const = 0;
-  // Every rank checks the call's signature before any NCCL call. An op whose first
-  // step already gathers with this signature skips this round.
-  virtual void AgreeOnCall(runtime::Context& context) {
+  // Before any NCCL call and outside the process lock: every rank checks the call's
+  // signature (ops that gather with it anyway override this with their gather).
+  virtual void Prepare(runtime::Context& context) { AgreeOnCall(context); }
+  void AgreeOnCall(runtime::Context& context) {
     ops::Signature sig = Signature();
     sig.seq = context.NextSequence();
     ops::Agree(context, ops::WorldGroup(context), sig, Label());
@@ -76,9 +163,42 @@ class NcclOp : public runtime::Op {
   void* stream_ = nullptr;
 
  private:
-  // Polls the stream so that abort, a dead peer and STARLING_TIMEOUT_SECONDS end the
-  // wait: NCCL itself would wait forever for a peer that is gone. The communicator is
-  // then aborted (its kernels return) before the error is raised.
+  // After an abort, a timeout or an asynchronous error the communicator is gone: fail
+  // fast, saying why, instead of handing NCCL a freed communicator.
+  void CheckCommunicator() const {
+    if (comm() == nullptr)
+      Fail(Code::kTransport, "the NCCL path of this context is unusable: its NCCL communicator was aborted (",
+           gpu_.NcclFailure(), "); destroy the context (or repair it)");
+  }
+
+  // Under the wait monitor: an abort or STARLING_TIMEOUT_SECONDS ends it.
+  void WaitForTurn(runtime::Context& context) {
+    NcclTurns& turns = NcclTurns::Get();
+    if (turns.Serving(ticket_)) return;
+    runtime::WaitMonitor monitor(context, label_);
+    for (int polls = 0; !turns.Serving(ticket_); ++polls) {
+      monitor.CheckAborted();
+      if (polls % 64 == 63)
+        monitor.Check([] { return runtime::Awaited{{}, "an earlier NCCL operation of another context in this process"}; });
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1000 ? 1 : 50));
+    }
+  }
+
+  // An asynchronous NCCL error (ncclCommGetAsyncError): a network error, a peer gone.
+  void CheckAsyncError() const {
+    int state = 0;
+    Check(plugin()->nccl_comm_status(comm(), &state), "nccl_comm_status");
+    if (state == 2)
+      Fail(Code::kTransport, "NCCL reported an asynchronous error during ", description_, ": ",
+           plugin()->last_error());
+  }
+
+  // Polls the stream so that abort, a dead peer, an asynchronous NCCL error and
+  // STARLING_TIMEOUT_SECONDS end the wait: NCCL itself waits forever for a peer that is
+  // gone, and tells nobody. Every other rank takes part in the operation, so all of them
+  // are awaited (probed when they run on this host). On failure the communicator is
+  // aborted (its kernels return) and the other ranks are told, so that they abort theirs
+  // too instead of waiting for this one; then the error is raised.
   void WaitForStream(runtime::Context& context) {
     void* done = gpu_.TakeEvent();
     struct GiveBack {
@@ -88,15 +208,27 @@ class NcclOp : public runtime::Op {
     } give_back{gpu_, done};
     Check(plugin()->event_record(done, stream_), "event_record");
     runtime::WaitMonitor monitor(context, label_);
+    auto everyone = [&context] {
+      runtime::Awaited a;
+      for (int r = 0; r < context.size(); ++r)
+        if (r != context.rank()) a.ranks.insert(r);
+      a.text = "the other ranks (an NCCL operation)";
+      return a;
+    };
     for (int polls = 0;; ++polls) {
       const int status = plugin()->event_query(done);
       if (status == 0) return;
-      if (status != 1) Check(status, "the NCCL stream (event_query)");
       try {
+        if (status != 1) Check(status, "the NCCL stream (event_query)");
         monitor.CheckAborted();
-        if (polls % 64 == 63) monitor.Check([&] { return runtime::Awaited{{}, "the GPU (NCCL)"}; });
-      } catch (...) {
-        plugin()->nccl_comm_abort(comm());
+        if (polls % 64 == 63) {
+          CheckAsyncError();
+          monitor.Check(everyone);
+        }
+      } catch (const Error& e) {
+        gpu_.AbortNccl(Str(description_, ": ", e.what()));
+        context.NotifyPeerFailure(Str("rank ", context.rank(), " aborted its NCCL communicator (", e.what(), ")"),
+                                  {});
         throw;
       }
       if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -104,6 +236,8 @@ class NcclOp : public runtime::Op {
   }
 
   std::string description_;
+  uint64_t ticket_;
+  bool turn_done_ = false;
   void* ready_ = nullptr;
   LazyText label_ = [this] { return description_; };
 };
@@ -118,11 +252,29 @@ DType Widened(DType dtype) {
   }
 }
 
+// allreduce, by case:
+//  - MIN/MAX of floating dtypes: NCCL's are fminf/fmaxf, where a NaN loses to a number;
+//    Starling's (CPU, staged) propagate NaNs. So every rank's chunk is gathered
+//    (ncclAllGather) and reduced in rank order by our reduce kernel: the CPU path's
+//    semantics and the same bits on every rank. Scratch: ranks x chunk.
+//  - float16/bfloat16/int16: widened chunk by chunk into one scratch buffer, reduced by
+//    NCCL, divided (AVERAGE), narrowed into out.
+//  - the rest: ncclAllReduce in place of the caller's tensors, no scratch.
+// Chunks keep the scratch within STARLING_GPU_SCRATCH_BYTES (the chunk is part of the
+// agreed signature, so ranks configured differently get MISMATCH, not a hang).
 class AllreduceOp : public NcclOp {
  public:
-  AllreduceOp(GpuState& gpu, const TensorView& in, const TensorView& out, ReduceOp op, const std::string& name)
+  AllreduceOp(GpuState& gpu, const TensorView& in, const TensorView& out, ReduceOp op, const std::string& name,
+              int ranks)
       : NcclOp(gpu, ops::DescribeOp("allreduce", name, Str(ReduceOpName(op), ", ", in.Describe(), ", nccl"))),
-        in_(in), out_(out), op_(op) {}
+        in_(in), out_(out), op_(op) {
+    gather_ = IsFloating(in.dtype) && (op == ReduceOp::kMin || op == ReduceOp::kMax);
+    if (gather_) {
+      chunk_ = ChunkElements(gpu.scratch_cap(), static_cast<size_t>(ranks) * DTypeSize(in.dtype));
+    } else if (Widened(in.dtype) != in.dtype) {
+      chunk_ = ChunkElements(gpu.scratch_cap(), DTypeSize(Widened(in.dtype)));
+    }
+  }
 
  private:
   ops::Signature Signature() const override {
@@ -131,39 +283,62 @@ class AllreduceOp : public NcclOp {
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.numel);
     sig.reduce = static_cast<uint8_t>(op_);
+    sig.chunk = chunk_;
     return sig;
   }
 
   void Enqueue(runtime::Context& context) override {
     const size_t n = in_.numel;
     if (n == 0) return;
-    const ReduceOp nccl_op = op_ == ReduceOp::kAverage ? ReduceOp::kSum : op_;
+    if (gather_) return GatherAndReduce(context);
+    const int nccl_op = static_cast<int>(op_ == ReduceOp::kAverage ? ReduceOp::kSum : op_);
     const DType wide = Widened(in_.dtype);
-    void* result = out_.data;
-    PooledBuffer scratch;
-    if (wide != in_.dtype) {
-      scratch = gpu_.TakeDevice(n * DTypeSize(wide));
-      result = scratch.data();
-      Check(plugin()->convert(result, static_cast<int>(wide), in_.data, static_cast<int>(in_.dtype), n, stream_),
-            "convert");
+    const int dtype = static_cast<int>(in_.dtype), wide_dtype = static_cast<int>(wide);
+    if (wide == in_.dtype) {
+      Check(plugin()->nccl_all_reduce(in_.data, out_.data, n, dtype, nccl_op, comm(), stream_), "ncclAllReduce");
+      if (op_ == ReduceOp::kAverage) Check(plugin()->divide(out_.data, n, dtype, context.size(), stream_), "divide");
+      return;
     }
-    const void* send = wide != in_.dtype ? result : in_.data;
-    Check(plugin()->nccl_all_reduce(send, result, n, static_cast<int>(wide), static_cast<int>(nccl_op), comm(),
-                                    stream_),
-          "ncclAllReduce");
-    if (op_ == ReduceOp::kAverage)
-      Check(plugin()->divide(result, n, static_cast<int>(wide), context.size(), stream_), "divide");
-    if (wide != in_.dtype)
-      Check(plugin()->convert(out_.data, static_cast<int>(in_.dtype), result, static_cast<int>(wide), n, stream_),
-            "convert");
-    // The scratch is reused only after this op's stream work is done: the op waits for
-    // the stream before it returns (and with it the buffer).
-    scratch_ = std::move(scratch);
+    // One scratch buffer for every chunk: the stream runs them one after another.
+    scratch_.push_back(gpu_.TakeDevice(std::min<size_t>(n, chunk_) * DTypeSize(wide)));
+    void* wide_buffer = scratch_.back().data();
+    const size_t elem = DTypeSize(in_.dtype);
+    for (size_t first = 0; first < n; first += chunk_) {
+      const size_t count = std::min<size_t>(chunk_, n - first);
+      const char* src = static_cast<const char*>(in_.data) + first * elem;
+      char* dst = static_cast<char*>(out_.data) + first * elem;
+      Check(plugin()->convert(wide_buffer, wide_dtype, src, dtype, count, stream_), "convert");
+      Check(plugin()->nccl_all_reduce(wide_buffer, wide_buffer, count, wide_dtype, nccl_op, comm(), stream_),
+            "ncclAllReduce");
+      if (op_ == ReduceOp::kAverage)
+        Check(plugin()->divide(wide_buffer, count, wide_dtype, context.size(), stream_), "divide");
+      Check(plugin()->convert(dst, dtype, wide_buffer, wide_dtype, count, stream_), "convert");
+    }
+  }
+
+  void GatherAndReduce(runtime::Context& context) {
+    const size_t n = in_.numel, elem = DTypeSize(in_.dtype);
+    const int ranks = context.size(), dtype = static_cast<int>(in_.dtype), op = static_cast<int>(op_);
+    scratch_.push_back(gpu_.TakeDevice(std::min<size_t>(n, chunk_) * elem * static_cast<size_t>(ranks)));
+    char* gathered = scratch_.back().data();
+    for (size_t first = 0; first < n; first += chunk_) {
+      const size_t count = std::min<size_t>(chunk_, n - first), bytes = count * elem;
+      const char* src = static_cast<const char*>(in_.data) + first * elem;
+      char* dst = static_cast<char*>(out_.data) + first * elem;
+      Check(plugin()->nccl_all_gather(src, gathered, bytes, comm(), stream_), "ncclAllGather");
+      Check(plugin()->memcpy_async(dst, gathered, bytes, stream_), "memcpy_async");
+      for (int r = 1; r < ranks; ++r)
+        Check(plugin()->reduce(dst, gathered + static_cast<size_t>(r) * bytes, count, dtype, op, stream_), "reduce");
+    }
   }
 
   TensorView in_, out_;
   ReduceOp op_;
-  PooledBuffer scratch_;
+  bool gather_ = false;
+  uint32_t chunk_ = 0;  // elements per chunk (0: not chunked)
+  // Reused only after this op's stream work is done: the op waits for the stream
+  // before it returns (and with it the buffers).
+  std::vector<PooledBuffer> scratch_;
 };
 
 class BroadcastOp : public NcclOp {
@@ -212,13 +387,10 @@ class AllgatherOp : public NcclOp {
     return sig;
   }
 
-  // The gather below checks the signature too: one round instead of two.
-  void AgreeOnCall(runtime::Context&) override {}
-
   // A gather of every rank's first dimension, trailing shape and output size, which is
-  // also the call's agreement (before any NCCL call).
-  void Enqueue(runtime::Context& context) override {
-    const int size = context.size(), rank = context.rank();
+  // also the call's agreement (before any NCCL call): one round instead of two.
+  void Prepare(runtime::Context& context) override {
+    const int size = context.size();
     Row mine{in_.first_dim(), out_.ndim() == std::max(in_.ndim(), 1) ? out_.first_dim() : -1, TrailingShapeHash(in_), 0};
     ops::Signature sig = Signature();
     sig.seq = context.NextSequence();
@@ -246,8 +418,15 @@ class AllgatherOp : public NcclOp {
       STARLING_CHECK(rows[static_cast<size_t>(r)].out_rows == total, Code::kMismatch, "rank ", r,
                      "'s output does not hold the ", total, " gathered rows");
     if (first_dims_) std::copy(dims.begin(), dims.end(), first_dims_);
+    dims_ = std::move(dims);
+    equal_ = equal;
+  }
+
+  void Enqueue(runtime::Context& context) override {
+    const int size = context.size(), rank = context.rank();
+    const std::vector<int64_t>& dims = dims_;
     const size_t row_bytes = in_.row_bytes();
-    if (equal) {
+    if (equal_) {
       if (in_.bytes > 0) Check(plugin()->nccl_all_gather(in_.data, out_.data, in_.bytes, comm(), stream_), "ncclAllGather");
       return;
     }
@@ -269,83 +448,111 @@ class AllgatherOp : public NcclOp {
 
   TensorView in_, out_;
   int64_t* first_dims_;
+  std::vector<int64_t> dims_;  // every rank's first dimension (Prepare)
+  bool equal_ = false;
 };
 
+// neighbor_allreduce, in chunks: each chunk is scaled for the weighted destinations,
+// sent to and received from the neighbors in one group, and combined into out by our
+// kernel. Every scratch buffer (one per neighbor received from and per destination with a
+// weight other than 1) holds one chunk of STARLING_GPU_SCRATCH_BYTES / 4, so the scratch
+// does not grow with the tensor. In place (out == in) works: a chunk of out is written
+// only after that chunk of in was sent.
 class NeighborAllreduceOp : public NcclOp {
  public:
   NeighborAllreduceOp(GpuState& gpu, const TensorView& in, const TensorView& out,
                       std::shared_ptr<const ops::NeighborPlan> plan, const std::string& name)
       : NcclOp(gpu, ops::DescribeOp("neighbor_allreduce", name,
                                     Str(in.Describe(), plan->dynamic ? ", dynamic" : "", ", nccl"))),
-        in_(in), out_(out), plan_(std::move(plan)) {}
+        in_(in), out_(out), plan_(std::move(plan)),
+        chunk_(ChunkElements(gpu.scratch_cap() / kBuffersPerCap, DTypeSize(in.dtype))) {}
 
  private:
+  static constexpr size_t kBuffersPerCap = 4;
+
   ops::Signature Signature() const override {
     ops::Signature sig;
     sig.kind = OpKind::kNcclNeighborAllreduce;
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.numel);
+    sig.chunk = chunk_;  // senders and receivers must cut the same chunks
     return sig;
   }
 
-  void Enqueue(runtime::Context& context) override {
+  void Prepare(runtime::Context& context) override {
+    AgreeOnCall(context);
     const ops::NeighborPlan& plan = *plan_;
     if (plan.check) ops::CheckSendRecvMatch(context, plan.send_ranks, plan.recv_ranks, context.NextSequence(), Label());
-    const size_t n = in_.numel, bytes = in_.bytes;
+  }
+
+  void Enqueue(runtime::Context&) override {
+    const ops::NeighborPlan& plan = *plan_;
+    const size_t n = in_.numel, elem = DTypeSize(in_.dtype);
     const int dtype = static_cast<int>(in_.dtype);
-    // What each destination gets: the tensor, or a copy scaled by its weight.
-    std::vector<const void*> sends;
+    if (n == 0) return;
+    const size_t first_chunk = std::min<size_t>(n, chunk_);
+    // Per destination: a scaled copy of the chunk, or NULL to send the tensor itself.
+    std::vector<char*> scaled;
     for (double w : plan.send_weights) {
-      if (w == 1.0 || n == 0) {
-        sends.push_back(in_.data);
+      if (w == 1.0) {
+        scaled.push_back(nullptr);
         continue;
       }
-      scratch_.push_back(gpu_.TakeDevice(bytes));
-      Check(plugin()->weighted_sum(scratch_.back().data(), in_.data, w, nullptr, nullptr, 0, n, dtype, stream_),
-            "weighted_sum");
-      sends.push_back(scratch_.back().data());
+      scratch_.push_back(gpu_.TakeDevice(first_chunk * elem));
+      scaled.push_back(scratch_.back().data());
     }
-    std::vector<const void*> received;
+    std::vector<char*> received;
     for (size_t s = 0; s < plan.recv_ranks.size(); ++s) {
-      scratch_.push_back(gpu_.TakeDevice(bytes));
+      scratch_.push_back(gpu_.TakeDevice(first_chunk * elem));
       received.push_back(scratch_.back().data());
     }
-    if (bytes > 0) {
-      Grouped([&] {
-        for (size_t d = 0; d < plan.send_ranks.size(); ++d)
-          Check(plugin()->nccl_send(sends[d], bytes, plan.send_ranks[d], comm(), stream_), "ncclSend");
-        for (size_t s = 0; s < plan.recv_ranks.size(); ++s)
-          Check(plugin()->nccl_recv(const_cast<void*>(received[s]), bytes, plan.recv_ranks[s], comm(), stream_),
-                "ncclRecv");
-      });
-    }
-    if (n == 0) return;
     // out = self_weight * in + sum w_s * received_s; uniform: every weight 1 / (k + 1).
-    std::vector<const void*> inputs;
+    std::vector<size_t> used;
     std::vector<double> weights;
     const double uniform = 1.0 / static_cast<double>(received.size() + 1);
     for (size_t s = 0; s < received.size(); ++s) {
       const double w = plan.uniform ? uniform : plan.recv_weights[s];
       if (!plan.uniform && w == 0.0) continue;
-      inputs.push_back(received[s]);
+      used.push_back(s);
       weights.push_back(w);
     }
-    double self_weight = plan.uniform ? uniform : plan.self_weight;
-    const void* x = in_.data;
-    size_t done = 0;
-    do {  // STARLING_DEVICE_MAX_INPUTS per kernel; longer sums continue from out
-      const int k = static_cast<int>(std::min<size_t>(inputs.size() - done, STARLING_DEVICE_MAX_INPUTS));
-      Check(plugin()->weighted_sum(out_.data, x, self_weight, inputs.data() + done, weights.data() + done, k, n, dtype,
-                                   stream_),
-            "weighted_sum");
-      done += static_cast<size_t>(k);
-      x = out_.data;
-      self_weight = 1.0;
-    } while (done < inputs.size());
+    for (size_t first = 0; first < n; first += chunk_) {
+      const size_t count = std::min<size_t>(chunk_, n - first), bytes = count * elem;
+      const char* x_chunk = static_cast<const char*>(in_.data) + first * elem;
+      char* out_chunk = static_cast<char*>(out_.data) + first * elem;
+      for (size_t d = 0; d < scaled.size(); ++d)
+        if (scaled[d] != nullptr)
+          Check(plugin()->weighted_sum(scaled[d], x_chunk, plan.send_weights[d], nullptr, nullptr, 0, count, dtype,
+                                       stream_),
+                "weighted_sum");
+      Grouped([&] {
+        for (size_t d = 0; d < plan.send_ranks.size(); ++d)
+          Check(plugin()->nccl_send(scaled[d] != nullptr ? scaled[d] : x_chunk, bytes, plan.send_ranks[d], comm(),
+                                    stream_),
+                "ncclSend");
+        for (size_t s = 0; s < plan.recv_ranks.size(); ++s)
+          Check(plugin()->nccl_recv(received[s], bytes, plan.recv_ranks[s], comm(), stream_), "ncclRecv");
+      });
+      std::vector<const void*> inputs;
+      for (size_t s : used) inputs.push_back(received[s]);
+      double self_weight = plan.uniform ? uniform : plan.self_weight;
+      const void* x = x_chunk;
+      size_t done = 0;
+      do {  // STARLING_DEVICE_MAX_INPUTS per kernel; longer sums continue from out
+        const int k = static_cast<int>(std::min<size_t>(inputs.size() - done, STARLING_DEVICE_MAX_INPUTS));
+        Check(plugin()->weighted_sum(out_chunk, x, self_weight, inputs.data() + done, weights.data() + done, k, count,
+                                     dtype, stream_),
+              "weighted_sum");
+        done += static_cast<size_t>(k);
+        x = out_chunk;
+        self_weight = 1.0;
+      } while (done < inputs.size());
+    }
   }
 
   TensorView in_, out_;
   std::shared_ptr<const ops::NeighborPlan> plan_;
+  uint32_t chunk_;  // elements per chunk
   std::vector<PooledBuffer> scratch_;
 };
 
@@ -353,7 +560,7 @@ class NeighborAllreduceOp : public NcclOp {
 
 std::unique_ptr<runtime::Op> MakeNcclAllreduce(runtime::Context& context, const TensorView& in, const TensorView& out,
                                                ReduceOp op, std::string name) {
-  return std::make_unique<AllreduceOp>(context.Extension<GpuState>(), in, out, op, name);
+  return std::make_unique<AllreduceOp>(context.Extension<GpuState>(), in, out, op, name, context.size());
 }
 
 std::unique_ptr<runtime::Op> MakeNcclBroadcast(runtime::Context& context, const TensorView& in, const TensorView& out,

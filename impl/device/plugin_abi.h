@@ -12,16 +12,22 @@
  *    calling thread (naming what failed: "cudaMemcpyAsync: invalid argument", "no CUDA
  *    driver (libcuda.so.1 not found)"). Nothing is printed, nothing aborts.
  *  - streams, events and NCCL communicators are opaque handles; stream NULL is the legacy
- *    default stream (cudaStreamLegacy semantics).
+ *    default stream (cudaStreamLegacy semantics) of the device the call runs on: for
+ *    event_record, the event's device (not the calling thread's current device).
  *  - dtype values are starling::DType's (impl/common/dtype.h); op values ReduceOp's.
  *  - "async" functions enqueue on `stream` and return; arguments passed by pointer
  *    (the in/w arrays of weighted_sum) are read before the call returns.
  *  - every function may be called from any thread. Functions that take a device, and
- *    the kernels (their stream's device), run with that device current; a thread whose
- *    current device was already that one keeps it, and one that chose another device
- *    through set_device gets it back. (A thread on CUDA's implicit device 0 may be left
- *    on the new device: switching back would create a context on GPU 0.) The core never
- *    calls set_device itself.
+ *    those that take a stream or event the plugin created (the stream's or event's
+ *    device), run with that device current: none creates a CUDA context on a device it
+ *    was not asked to use. A thread whose current device was already that one keeps it,
+ *    and one that chose another device through set_device gets it back. (A thread on
+ *    CUDA's implicit device 0 may be left on the new device: switching back would create
+ *    a context on GPU 0.) The core calls set_device only on threads it owns (a
+ *    context's progress thread).
+ *  - a failure is reported by the call that failed, never by a later one: a status
+ *    such as "not ready" from event_query leaves nothing behind for the next call
+ *    (the CUDA runtime's per-thread last-error slot is cleared).
  *
  * Plain C, so that the core (C++), the CUDA plugin (nvcc) and the emulator share it. */
 #ifndef STARLING_DEVICE_PLUGIN_ABI_H_
@@ -34,7 +40,7 @@
 extern "C" {
 #endif
 
-#define STARLING_DEVICE_ABI_VERSION 1
+#define STARLING_DEVICE_ABI_VERSION 2
 
 /* What memory a pointer is, as the driver sees it (pointer_kind). */
 enum {
@@ -60,11 +66,11 @@ typedef struct starling_device_plugin {
   /* Loads the runtime and checks for a usable driver and at least one device. The
    * message names what is missing. Idempotent. */
   int (*init)(void);
-  /* "CUDA runtime 13.0, driver 12.8, 2 devices" (after init). Never NULL. */
+  /* "CUDA runtime 13.0, driver 13.0, 2 devices" (after init). Never NULL. */
   const char* (*describe)(void);
   int (*device_count)(int* count);
   int (*set_device)(int device);
-  /* A string naming the physical device, unique on its host (the PCI bus id). */
+  /* A string naming the physical device, unique across hosts (the GPU UUID). */
   int (*device_identity)(int device, char* out, size_t size);
   /* kind: STARLING_MEMORY_*; device: the owning device for DEVICE/MANAGED, else -1. */
   int (*pointer_kind)(const void* ptr, int* kind, int* device);
@@ -72,7 +78,8 @@ typedef struct starling_device_plugin {
   /* --- memory --- */
   int (*device_alloc)(int device, size_t bytes, void** ptr);
   int (*device_free)(void* ptr);
-  int (*host_alloc)(size_t bytes, void** ptr); /* pinned */
+  /* pinned, usable from every device; allocated with `device` current */
+  int (*host_alloc)(int device, size_t bytes, void** ptr);
   int (*host_free)(void* ptr);
 
   /* --- streams and events --- */
@@ -81,6 +88,8 @@ typedef struct starling_device_plugin {
   int (*stream_synchronize)(void* stream);
   int (*event_create)(int device, void** event); /* timing disabled */
   int (*event_destroy)(void* event);
+  /* stream NULL: the legacy stream of the event's device; a stream of another device
+   * fails, naming both devices. */
   int (*event_record)(void* event, void* stream);
   /* 0: complete; 1: not yet; other: error. */
   int (*event_query)(void* event);
@@ -108,8 +117,12 @@ typedef struct starling_device_plugin {
   /* "NCCL 2.28.3" after nccl_load. Never NULL. */
   const char* (*nccl_describe)(void);
   int (*nccl_unique_id)(void* id); /* STARLING_NCCL_ID_BYTES bytes */
-  /* Collective over the nranks processes that pass the same id. */
+  /* Collective over the nranks processes that pass the same id. Non-blocking: may
+   * return with *comm set before the communicator is ready; the caller polls
+   * nccl_comm_status until it is not 1 (and may nccl_comm_abort it meanwhile). */
   int (*nccl_comm_init)(void** comm, int nranks, const void* id, int rank, int device);
+  /* Each frees the communicator: the handle must never be used again (a second
+   * destroy or abort is a use after free). */
   int (*nccl_comm_destroy)(void* comm);
   int (*nccl_comm_abort)(void* comm);
   /* dtype: float16, bfloat16, float32, float64, int8, int32, int64, uint8 (no int16);
@@ -123,6 +136,11 @@ typedef struct starling_device_plugin {
   int (*nccl_group_end)(void);
   int (*nccl_send)(const void* buf, size_t bytes, int peer, void* comm, void* stream);
   int (*nccl_recv)(void* buf, size_t bytes, int peer, void* comm, void* stream);
+  /* ncclCommGetAsyncError: *state 0 ready and healthy, 1 still initializing, 2 failed
+   * (an asynchronous error, e.g. a network error or a peer gone: last_error() says which;
+   * the communicator must then be aborted). Returns nonzero only for a bad handle.
+   * NCCL operations wait for peers forever: waits poll this besides their event. */
+  int (*nccl_comm_status)(void* comm, int* state);
 } starling_device_plugin_t;
 
 typedef const starling_device_plugin_t* (*starling_device_plugin_entry_t)(void);

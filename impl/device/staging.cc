@@ -42,6 +42,7 @@ class StagedOp : public runtime::Op {
   size_t fusion_bytes() const override { return parts_[0]->fusion_bytes(); }
 
   void Run(runtime::Context& context) override {
+    gpu_.BindOwnedThread();
     if (parts_.size() > 1) {
       RunPipelined(context);
     } else {
@@ -52,6 +53,7 @@ class StagedOp : public runtime::Op {
   // Fused (or single) ops: copy every member's inputs in, run the CPU ops as one group,
   // copy every member's outputs back.
   void RunGroup(runtime::Context& context, const std::vector<runtime::Op*>& group) override {
+    gpu_.BindOwnedThread();
     void* stream = gpu_.copy_stream();
     std::vector<StagedOp*> ops;
     std::vector<runtime::Op*> inner;
@@ -252,6 +254,7 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
     parts.push_back(make(host_views));
   }
   void* ready = gpu.TakeEvent();
+  // NULL (the legacy stream) is resolved on the event's device, the tensors' GPU.
   if (gpu.plugin()->event_record(ready, CallerStream()) != 0) {
     const std::string why = gpu.plugin()->last_error();
     gpu.GiveEvent(ready);

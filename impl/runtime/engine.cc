@@ -276,7 +276,14 @@ void Engine::WakeThreadIfWorkLeft() {
   if (wake) queue_cv_.notify_one();
 }
 
+namespace {
+thread_local bool t_progress_thread = false;
+}  // namespace
+
+bool Engine::OnProgressThread() { return t_progress_thread; }
+
 void Engine::ThreadMain() {
+  t_progress_thread = true;
   // Background polls back off geometrically while nothing arrives, from a few
   // microseconds up to the configured maximum, and reset after any work.
   constexpr double kMinPollInterval = 20e-6;

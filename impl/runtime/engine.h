@@ -57,6 +57,10 @@ class Engine {
   // Blocks until `request` is done, running queued operations while nobody else does.
   void Wait(Request& request);
 
+  // True on any context's progress thread (a thread Starling owns: it may set that
+  // thread's CUDA device, which no application code relies on).
+  static bool OnProgressThread();
+
   // Background polling (windows): while set, the progress thread calls `poll` (without
   // the execution lock). `poll` returns true when it did work; the thread then
   // polls again soon, else it backs off to at most `max_interval_seconds`.

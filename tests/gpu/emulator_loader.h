@@ -26,6 +26,9 @@ struct Emulator {
   decltype(&starling_emu_stream_synchronize) stream_synchronize = nullptr;
   decltype(&starling_emu_live_allocations) live_allocations = nullptr;
   decltype(&starling_emu_last_error) last_error = nullptr;
+  decltype(&starling_emu_context_devices) context_devices = nullptr;
+  decltype(&starling_emu_device_bytes_in_use) device_bytes_in_use = nullptr;
+  decltype(&starling_emu_concurrent_nccl_ops) concurrent_nccl_ops = nullptr;
 };
 
 // Loaded once per process (the library is never unloaded); exits on failure, since no
@@ -61,10 +64,22 @@ inline const Emulator& Emu() {
     STARLING_EMU_FIND(stream_synchronize);
     STARLING_EMU_FIND(live_allocations);
     STARLING_EMU_FIND(last_error);
+    STARLING_EMU_FIND(context_devices);
+    STARLING_EMU_FIND(device_bytes_in_use);
+    STARLING_EMU_FIND(concurrent_nccl_ops);
 #undef STARLING_EMU_FIND
     return e;
   }();
   return emu;
+}
+
+// nccl_comm_init is non-blocking: waits until the communicator is ready (0) or failed
+// (2, the message in last_error); returns that state.
+inline int WaitReady(void* comm) {
+  int state = 1;
+  while (state == 1)
+    if (Emu().t->nccl_comm_status(comm, &state) != 0) return 2;
+  return state;
 }
 
 }  // namespace starling::emu_test

@@ -1,9 +1,11 @@
 // The emulated NCCL between processes, under mpiexec at 1..4 ranks: MPI only carries the
 // unique id (MPI_Bcast) and keeps the ranks in step; every transfer goes through the
 // emulator's own sockets, on streams with random delays.
+#include <cmath>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -69,6 +71,7 @@ class NcclTest : public ::testing::Test {
     }
     MPI_Bcast(id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ASSERT_EQ(T().nccl_comm_init(&comm_, Size(), id, Rank(), 0), 0) << Err();
+    ASSERT_EQ(starling::emu_test::WaitReady(comm_), 0) << Err();
     ASSERT_EQ(T().stream_create(0, &stream_), 0) << Err();
   }
   void TearDown() override {
@@ -84,6 +87,22 @@ class NcclTest : public ::testing::Test {
   void* stream_ = nullptr;
 };
 
+// NCCL's MIN/MAX of floating types: fminf/fmaxf (the half types through float), where a
+// NaN loses to a number; Starling's HostReduce, where it wins, for the rest.
+void NcclReduce(void* acc, const void* part, size_t count, int dtype, int op) {
+  namespace hk = starling::device::kernels;
+  const bool min_max = op == kMin || op == kMax;
+  if (!min_max || (dtype != kF32 && dtype != kF16)) {
+    ASSERT_EQ(hk::HostReduce(acc, part, count, dtype, op), 0);
+    return;
+  }
+  std::vector<float> a(count), b(count);
+  ASSERT_EQ(hk::HostConvert(a.data(), kF32, acc, dtype, count), 0);
+  ASSERT_EQ(hk::HostConvert(b.data(), kF32, part, dtype, count), 0);
+  for (size_t i = 0; i < count; ++i) a[i] = op == kMin ? std::fmin(a[i], b[i]) : std::fmax(a[i], b[i]);
+  ASSERT_EQ(hk::HostConvert(acc, dtype, a.data(), kF32, count), 0);
+}
+
 TEST_F(NcclTest, AllReduceGivesTheRankOrderReductionOnEveryRank) {
   const int n = Size(), me = Rank();
   constexpr size_t count = 4099;
@@ -94,7 +113,7 @@ TEST_F(NcclTest, AllReduceGivesTheRankOrderReductionOnEveryRank) {
       std::vector<uint8_t> expected = RandomBytes(bytes, seed(0));
       for (int r = 1; r < n; ++r) {
         auto part = RandomBytes(bytes, seed(r));
-        ASSERT_EQ(starling::device::kernels::HostReduce(expected.data(), part.data(), count, dtype, op), 0);
+        NcclReduce(expected.data(), part.data(), count, dtype, op);
       }
       Buffer send(bytes), recv(bytes);
       // The input arrives through the stream after a delay: all_reduce must wait for it.
@@ -108,6 +127,27 @@ TEST_F(NcclTest, AllReduceGivesTheRankOrderReductionOnEveryRank) {
       EXPECT_EQ(recv.Download(), expected) << "dtype " << dtype << " op " << op;
       EXPECT_EQ(send.Download(), expected) << "in place, dtype " << dtype << " op " << op;
     }
+  }
+}
+
+// As NCCL (fminf/fmaxf): a NaN on one rank is lost to the other ranks' numbers. The
+// core must not rely on NCCL's MIN/MAX for floating types (gpu_ops_test checks it does not).
+TEST_F(NcclTest, FloatMinMaxDropNaNsLikeNccl) {
+  if (Size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Buffer send(4 * sizeof(float)), recv(4 * sizeof(float));
+  const float nan = std::nanf("");
+  const float mine[4] = {Rank() == 0 ? nan : 1.0f, 2.0f, Rank() == 1 ? nan : -3.0f, 4.0f};
+  send.Upload(mine);
+  for (int op : {kMin, kMax}) {
+    ASSERT_EQ(T().nccl_all_reduce(send.p, recv.p, 4, kF32, op, comm_, stream_), 0) << Err();
+    Sync();
+    std::vector<uint8_t> got = recv.Download();
+    float out[4];
+    std::memcpy(out, got.data(), sizeof out);
+    EXPECT_EQ(out[0], 1.0f) << "op " << op;
+    EXPECT_EQ(out[1], 2.0f);
+    EXPECT_EQ(out[2], -3.0f);
+    EXPECT_EQ(out[3], 4.0f);
   }
 }
 

@@ -2,6 +2,8 @@
 // host tensors: results must be identical, at 1-4 ranks, for every dtype and for sizes
 // around the staged path's chunk. Registered with STARLING_GPU_CHUNK_BYTES=4096.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -324,7 +326,7 @@ TEST_F(GpuOps, ManagedAndPinnedMemory) {
   for (size_t i = 0; i < n; ++i) host.set(i, Value(Kind::kF32, rank, i, 90));
   ASSERT_OK(starling_allreduce(ctx, &host.t, &host.t, STARLING_SUM, nullptr));
   void* pinned = nullptr;
-  ASSERT_EQ(dev.table().host_alloc(n * 4, &pinned), 0) << dev.last_error();
+  ASSERT_EQ(dev.table().host_alloc(dev.index(), n * 4, &pinned), 0) << dev.last_error();
   for (size_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(Value(Kind::kF32, rank, i, 90));
     std::memcpy(static_cast<char*>(pinned) + 4 * i, &v, 4);
@@ -458,6 +460,179 @@ TEST_F(GpuOps, CompressedAllreduceAndChocoMatchHost) {
       ExpectSameBytes(out, "CHOCO " + what);
     }
   }
+}
+
+}  // namespace
+
+// ---- the review's findings (README, GPUs: "What the review of the CUDA code changed")
+namespace {
+
+// A quiet NaN in element i (the test helpers' encoders take finite values only).
+void SetNaN(Buffer& b, size_t i) {
+  char* p = b.bytes() + i * KindSize(b.kind);
+  const uint16_t half = b.kind == Kind::kF16 ? 0x7E00 : 0x7FC0;
+  if (b.kind == Kind::kF16 || b.kind == Kind::kBF16) {
+    std::memcpy(p, &half, 2);
+  } else {
+    b.set(i, std::nan(""));
+  }
+}
+
+// MIN/MAX: a NaN on any rank wins, on every path (NCCL's own MIN/MAX are fminf/fmaxf,
+// where a NaN loses: the NCCL path must not use them for floating types). Finding #6.
+TEST_F(GpuOps, NanWinsMinAndMaxOnEveryPath) {
+  for (Kind k : {Kind::kF32, Kind::kF64, Kind::kF16, Kind::kBF16}) {
+    for (starling_reduce_op_t op : {STARLING_MIN, STARLING_MAX}) {
+      constexpr int64_t n = 5;
+      DeviceBuffer in(k, {n}), out(k, {n});
+      for (int64_t i = 0; i < n; ++i) in.host.set(i, 1.0 + rank + i);
+      if (rank == 0) SetNaN(in.host, 0);
+      if (rank == size - 1) SetNaN(in.host, 3);
+      in.Upload();
+      ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, op, "nan"));
+      const std::vector<char> got = out.Download();
+      Buffer result(k, {n});
+      std::memcpy(result.bytes(), got.data(), got.size());
+      const std::string what = std::string(KindName(k)) + (op == STARLING_MIN ? " min" : " max");
+      EXPECT_TRUE(std::isnan(result.get(0))) << what << ": element 0 is " << result.get(0);
+      EXPECT_TRUE(std::isnan(result.get(3))) << what << ": element 3 is " << result.get(3);
+      for (int64_t i : {1, 2, 4}) {
+        const double want = op == STARLING_MIN ? 1.0 + i : 1.0 + (size - 1) + i;
+        EXPECT_EQ(result.get(i), want) << what << ": element " << i;
+      }
+    }
+  }
+}
+
+// Many calls in a row that launch kernels after a polled NCCL operation (float16 and
+// bfloat16 widen, AVERAGE divides, neighbor_allreduce combines): a "not ready" left by the
+// polling must never fail the next launch. Finding #1.
+TEST_F(GpuOps, KernelsRightAfterPolledOperationsNeverFail) {
+  DeviceBuffer x(Kind::kF16, {1000}), y(Kind::kBF16, {1000}), z(Kind::kF32, {1000});
+  x.Fill(rank, 60);
+  y.Fill(rank, 61);
+  z.Fill(rank, 62);
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_AVERAGE, nullptr));
+    ASSERT_OK(starling_allreduce(ctx, &y.t, &y.t, STARLING_SUM, nullptr));
+    ASSERT_OK(starling_allreduce(ctx, &z.t, &z.t, STARLING_AVERAGE, nullptr));
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &z.t, &z.t, nullptr));
+  }
+}
+
+// Registered with STARLING_TEST_GPU_INDEX=1 (the tensors on device 1 of two): every
+// operation, blocking or run by the progress thread, works there, and no CUDA context is
+// ever created on device 0 (findings #3, #4). Emulator only for the context check.
+TEST_F(GpuOps, OnlyTheTensorsDeviceIsTouched) {
+  const TestDevice& dev = TestDevice::Get();
+  if (dev.index() == 0) GTEST_SKIP() << "needs STARLING_TEST_GPU_INDEX=1";
+  DeviceBuffer x(Kind::kF16, {3000}), out(Kind::kF16, {3000});
+  x.Fill(rank, 70);
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &out.t, STARLING_AVERAGE, nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &x.host.t, &out.host.t, STARLING_AVERAGE, nullptr));
+  ExpectSameBytes(out, "allreduce on cuda:1");
+  starling_request_t req = nullptr;
+  ASSERT_OK(starling_neighbor_allreduce_nonblocking(ctx, &x.t, &out.t, nullptr, &req));
+  ASSERT_OK(starling_request_wait(req));
+  ASSERT_OK(starling_request_free(req));
+  ASSERT_OK(starling_neighbor_allreduce(ctx, &x.host.t, &out.host.t, nullptr));
+  ExpectSameBytes(out, "nonblocking neighbor_allreduce on cuda:1");
+  if (dev.emulated()) {
+    EXPECT_EQ(dev.ContextDevices(), 1L << dev.index()) << "contexts exist on devices (bits) " << dev.ContextDevices();
+  }
+}
+
+// Two contexts with operations in flight at once (each context's progress thread runs
+// its own): their NCCL operations never overlap in this process (NCCL's documented
+// deadlock hazard), and run in call order. Finding #10.
+TEST_F(GpuOps, TwoContextsNeverRunNcclAtOnce) {
+  starling_context_t second = nullptr;
+  ASSERT_OK(starling_context_create(nullptr, &second));
+  constexpr int kCalls = 12;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  std::vector<starling_request_t> reqs;
+  for (int c = 0; c < kCalls; ++c) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(Kind::kF32, std::vector<int64_t>{20000}));
+    bufs.back()->Fill(rank, 90 + c);
+    starling_request_t req = nullptr;
+    ASSERT_OK(starling_allreduce_nonblocking(c % 2 ? second : ctx, &bufs.back()->t, &bufs.back()->t, STARLING_SUM,
+                                             nullptr, &req));
+    reqs.push_back(req);
+  }
+  for (int c = 0; c < kCalls; ++c) {
+    ASSERT_OK(starling_request_wait(reqs[c]));
+    ASSERT_OK(starling_request_free(reqs[c]));
+    ASSERT_OK(starling_allreduce(ctx, &bufs[c]->host.t, &bufs[c]->host.t, STARLING_SUM, nullptr));
+    ExpectSameBytes(*bufs[c], "call " + std::to_string(c));
+  }
+  ASSERT_OK(starling_context_destroy(second));
+  const int overlaps = TestDevice::Get().ConcurrentNcclOps();
+  if (overlaps >= 0) {
+    EXPECT_EQ(overlaps, 0) << "NCCL operations of two communicators ran at the same time";
+  }
+}
+
+// Registered with STARLING_EMU_DEVICE_MEMORY (a small GPU) and STARLING_GPU_SCRATCH_BYTES
+// = 64 KiB: float16 allreduce, floating MAX and neighbor_allreduce of a tensor whose
+// full-size scratch would not fit still work, in chunks. Finding #11.
+TEST_F(GpuOps, BoundedScratchOnASmallDevice) {
+  const char* cap = std::getenv("STARLING_EMU_DEVICE_MEMORY");
+  if (cap == nullptr) GTEST_SKIP() << "needs STARLING_EMU_DEVICE_MEMORY";
+  constexpr int64_t n = 256 << 10;  // 512 KiB of float16: 1 MiB of float32 scratch unchunked
+  DeviceBuffer x(Kind::kF16, {n}), out(Kind::kF16, {n});
+  x.Fill(rank, 80);
+  for (starling_reduce_op_t op : {STARLING_SUM, STARLING_AVERAGE, STARLING_MAX}) {
+    ASSERT_OK(starling_allreduce(ctx, &x.t, &out.t, op, nullptr));
+    ASSERT_OK(starling_allreduce(ctx, &x.host.t, &out.host.t, op, nullptr));
+    ExpectSameBytes(out, "chunked allreduce op " + std::to_string(op));
+  }
+  ASSERT_OK(starling_neighbor_allreduce(ctx, &x.t, &out.t, nullptr));
+  ASSERT_OK(starling_neighbor_allreduce(ctx, &x.host.t, &out.host.t, nullptr));
+  ExpectSameBytes(out, "chunked neighbor_allreduce");
+  const size_t in_use = TestDevice::Get().DeviceBytesInUse(TestDevice::Get().index());
+  EXPECT_LE(in_use, size_t{2 * 512 << 10} + (256 << 10)) << "tensors plus a bounded pool";
+}
+
+}  // namespace
+
+namespace {
+
+// Registered with STARLING_TIMEOUT_SECONDS=2 on the NCCL path: rank 1's operation waits
+// 4 s for its caller's stream (emulator only), so every rank's NCCL wait times out and
+// aborts its communicator. Destroying the context afterwards must not abort it a second
+// time (a use after free on a GPU; the emulator kills the process). Finding #2.
+TEST(GpuTimeout, NcclTimeoutThenDestroy) {
+  const TestDevice& dev = TestDevice::Get();
+  if (std::getenv("STARLING_TIMEOUT_SECONDS") == nullptr || !dev.emulated())
+    GTEST_SKIP() << "needs STARLING_TIMEOUT_SECONDS and the emulated device";
+  starling_context_t ctx = nullptr;
+  ASSERT_OK(starling_context_create(nullptr, &ctx));
+  int rank = 0, size = 1;
+  ASSERT_OK(starling_rank(ctx, &rank));
+  ASSERT_OK(starling_size(ctx, &size));
+  if (size < 2) {
+    ASSERT_OK(starling_context_destroy(ctx));
+    GTEST_SKIP() << "needs 2 ranks";
+  }
+  DeviceBuffer x(Kind::kF32, {1000});
+  x.Fill(rank, 95);
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, nullptr));  // chooses the path
+  void* stream = nullptr;
+  ASSERT_EQ(dev.table().stream_create(dev.index(), &stream), 0) << dev.last_error();
+  if (rank == 1) {
+    ASSERT_EQ(dev.SleepOnStream(stream, 4000000), 0);
+    ASSERT_OK(starling_set_cuda_stream(stream));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const starling_status_t status = starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "late");
+  ASSERT_OK(starling_set_cuda_stream(nullptr));
+  EXPECT_TRUE(status == STARLING_ERR_TIMEOUT || status == STARLING_ERR_PEER_FAILED)
+      << status << ": " << starling_last_error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_NE(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after"), STARLING_SUCCESS);
+  EXPECT_OK(starling_context_destroy(ctx));
+  ASSERT_EQ(dev.table().stream_synchronize(stream), 0) << dev.last_error();
+  ASSERT_EQ(dev.table().stream_destroy(stream), 0) << dev.last_error();
 }
 
 }  // namespace

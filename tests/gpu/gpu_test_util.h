@@ -55,6 +55,12 @@ class TestDevice {
   int AllocManaged(int device, size_t bytes, void** ptr) const {
     return alloc_managed_ ? alloc_managed_(device, bytes, ptr) : -1;
   }
+  // Emulator only (-1 elsewhere): bit d set when a CUDA context exists on device d.
+  long ContextDevices() const { return context_devices_ ? static_cast<long>(context_devices_()) : -1; }
+  // Emulator only (-1 elsewhere): NCCL operations of two communicators that overlapped.
+  int ConcurrentNcclOps() const { return concurrent_nccl_ops_ ? concurrent_nccl_ops_() : -1; }
+  // Emulator only (0 elsewhere): device memory in use on `device`.
+  size_t DeviceBytesInUse(int device) const { return device_bytes_in_use_ ? device_bytes_in_use_(device) : 0; }
   // Emulator only (returns -1 elsewhere): work queued after it starts that much later.
   int SleepOnStream(void* stream, int microseconds) const {
     return sleep_on_stream_ ? sleep_on_stream_(stream, microseconds) : -1;
@@ -86,13 +92,21 @@ class TestDevice {
     table_ = table;
     sleep_on_stream_ = reinterpret_cast<int (*)(void*, int)>(dlsym(handle, "starling_emu_sleep_on_stream"));
     alloc_managed_ = reinterpret_cast<int (*)(int, size_t, void**)>(dlsym(handle, "starling_emu_alloc_managed"));
+    context_devices_ = reinterpret_cast<unsigned (*)()>(dlsym(handle, "starling_emu_context_devices"));
+    concurrent_nccl_ops_ = reinterpret_cast<int (*)()>(dlsym(handle, "starling_emu_concurrent_nccl_ops"));
+    device_bytes_in_use_ = reinterpret_cast<size_t (*)(int)>(dlsym(handle, "starling_emu_device_bytes_in_use"));
     const char* per_rank = std::getenv("STARLING_TEST_GPU_PER_RANK");
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (per_rank && std::string(per_rank) == "1" && local) index_ = std::atoi(local) % count_;
+    // STARLING_TEST_GPU_INDEX=d: every rank uses device d (a device other than 0).
+    if (const char* fixed = std::getenv("STARLING_TEST_GPU_INDEX"); fixed && *fixed) index_ = std::atoi(fixed) % count_;
   }
   const starling_device_plugin_t* table_ = nullptr;
   int (*sleep_on_stream_)(void*, int) = nullptr;
   int (*alloc_managed_)(int, size_t, void**) = nullptr;
+  unsigned (*context_devices_)() = nullptr;
+  int (*concurrent_nccl_ops_)() = nullptr;
+  size_t (*device_bytes_in_use_)(int) = nullptr;
   std::string error_;
   int index_ = 0;
   int count_ = 0;

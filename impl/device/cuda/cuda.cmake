@@ -30,9 +30,10 @@ if(NOT _starling_cuda_mode STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    # Ampere and Hopper (SASS, plus PTX that newer GPUs compile at load time).
+    # Turing (T4), Ampere and Hopper (SASS, plus PTX that newer GPUs compile at load
+    # time). CUDA 13 dropped Volta (sm_70); a CUDA 12 build may add 70.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures of the CUDA plugin")
+      set(CMAKE_CUDA_ARCHITECTURES "75;80;90" CACHE STRING "GPU architectures of the CUDA plugin")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)

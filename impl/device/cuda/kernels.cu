@@ -9,6 +9,7 @@
 #include "impl/device/cuda/errors.h"
 #include "impl/device/cuda/plugin.h"
 #include "impl/device/kernels/dispatch.h"
+#include "impl/device/runtime_status.h"
 
 namespace starling::device::cuda {
 namespace {
@@ -36,8 +37,11 @@ struct Launch {
   template <class Fn>
   int operator()(const Fn& fn, size_t n) const {
     const size_t blocks = std::min(kMaxBlocks, (n + kThreads - 1) / kThreads);
-    Elementwise<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n);
-    const cudaError_t err = cudaGetLastError();
+    // <<<>>> reports only through the per-thread last-error slot: cleared first, so that
+    // a code an earlier call left there is not taken for this launch's (runtime_status.h).
+    const cudaError_t err = LaunchStatus(
+        [&] { Elementwise<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n); },
+        [] { return cudaGetLastError(); });
     if (err == cudaSuccess) return kern::kOk;
     Fail(std::string(what) + ": kernel launch: " + cudaGetErrorString(err));
     return kern::kLaunchFailed;

@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -28,6 +30,8 @@ struct Nccl {
   decltype(&::ncclCommInitRank) CommInitRank;
   decltype(&::ncclCommDestroy) CommDestroy;
   decltype(&::ncclCommAbort) CommAbort;
+  decltype(&::ncclCommGetAsyncError) CommGetAsyncError;
+  decltype(&::ncclCommInitRankConfig) CommInitRankConfig;  // NCCL 2.14+; else NULL (blocking init)
   decltype(&::ncclAllReduce) AllReduce;
   decltype(&::ncclBroadcast) Broadcast;
   decltype(&::ncclAllGather) AllGather;
@@ -56,14 +60,27 @@ const Nccl* Api(const char* what) {
   return api;
 }
 
-// 0, or Fail("ncclAllReduce: invalid usage (...)") with NCCL's own description.
-int CheckNccl(const Nccl* api, ncclResult_t result, const char* call) {
+ncclComm_t Comm(void* comm) { return static_cast<ncclComm_t>(comm); }
+
+// The communicator of this thread's last NCCL call (a group's, for ncclGroupEnd).
+thread_local ncclComm_t t_last_comm = nullptr;
+
+// 0, or Fail("ncclAllReduce: invalid usage (...)") with NCCL's own description. A
+// non-blocking communicator (see NcclCommInit) may answer ncclInProgress while it
+// connects: the call is then complete once ncclCommGetAsyncError stops saying so, which
+// NCCL requires before the next call (connection setup only: bounded, unlike the waits
+// for peers, which the core polls).
+int CheckNccl(const Nccl* api, ncclResult_t result, const char* call, ncclComm_t comm = t_last_comm) {
+  if (result == ncclInProgress && comm != nullptr) {
+    do {
+      sched_yield();
+      if (api->CommGetAsyncError(comm, &result) != ncclSuccess) break;
+    } while (result == ncclInProgress);
+  }
   if (result == ncclSuccess) return 0;
   cudaGetLastError();  // NCCL may leave a CUDA error behind
   return Fail(std::string(call) + ": " + api->GetErrorString(result));
 }
-
-ncclComm_t Comm(void* comm) { return static_cast<ncclComm_t>(comm); }
 
 // NCCL takes the raw handle: NULL is its (legacy) default stream too.
 cudaStream_t NcclStream(void* stream) { return static_cast<cudaStream_t>(stream); }
@@ -87,12 +104,14 @@ int NcclLoad() {
                   Resolve(lib, "ncclCommInitRank", &api->CommInitRank, &error) &&
                   Resolve(lib, "ncclCommDestroy", &api->CommDestroy, &error) &&
                   Resolve(lib, "ncclCommAbort", &api->CommAbort, &error) &&
+                  Resolve(lib, "ncclCommGetAsyncError", &api->CommGetAsyncError, &error) &&
                   Resolve(lib, "ncclAllReduce", &api->AllReduce, &error) &&
                   Resolve(lib, "ncclBroadcast", &api->Broadcast, &error) &&
                   Resolve(lib, "ncclAllGather", &api->AllGather, &error) &&
                   Resolve(lib, "ncclGroupStart", &api->GroupStart, &error) &&
                   Resolve(lib, "ncclGroupEnd", &api->GroupEnd, &error) &&
                   Resolve(lib, "ncclSend", &api->Send, &error) && Resolve(lib, "ncclRecv", &api->Recv, &error);
+  if (ok) api->CommInitRankConfig = reinterpret_cast<decltype(api->CommInitRankConfig)>(dlsym(lib, "ncclCommInitRankConfig"));
   int version = 0;
   if (ok && api->GetVersion(&version) != ncclSuccess) error = "ncclGetVersion failed";
   if (!error.empty()) {
@@ -101,9 +120,11 @@ int NcclLoad() {
     g_load_error = "nccl_load: " + error;
     return Fail(g_load_error);
   }
-  // Since NCCL 2.9: major * 10000 + minor * 100 + patch.
-  api->description = "NCCL " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
-                     std::to_string(version % 100);
+  // Since NCCL 2.9: major * 10000 + minor * 100 + patch; before, major * 1000 + minor * 100 + patch.
+  const bool old_code = version < 20900;
+  const int major = old_code ? version / 1000 : version / 10000;
+  const int minor = old_code ? version / 100 % 10 : version / 100 % 100;
+  api->description = "NCCL " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(version % 100);
   g_nccl.store(api);  // kept for the life of the process, like the library
   return 0;
 }
@@ -131,19 +152,43 @@ int NcclCommInit(void** comm, int nranks, const void* id, int rank, int device) 
   ncclUniqueId unique;
   std::memcpy(&unique, id, sizeof unique);
   ncclComm_t c = nullptr;
-  if (int rc = CheckNccl(api, api->CommInitRank(&c, nranks, unique, rank), "ncclCommInitRank")) return rc;
+  if (api->CommInitRankConfig != nullptr) {
+    // Non-blocking: returns ncclInProgress at once; the core polls nccl_comm_status
+    // under its wait monitor, so a timeout or an abort ends an init whose peers never come.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = api->CommInitRankConfig(&c, nranks, unique, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      cudaGetLastError();
+      if (c != nullptr) api->CommAbort(c);
+      return Fail(std::string("ncclCommInitRankConfig: ") + api->GetErrorString(r));
+    }
+  } else if (int rc = CheckNccl(api, api->CommInitRank(&c, nranks, unique, rank), "ncclCommInitRank", nullptr)) {
+    return rc;  // before NCCL 2.14: blocking
+  }
   *comm = c;
+  return 0;
+}
+
+int NcclCommStatus(void* comm, int* state) {
+  const Nccl* api = Api("nccl_comm_status");
+  if (api == nullptr) return 1;
+  if (comm == nullptr || state == nullptr) return Fail("nccl_comm_status: comm or state is NULL");
+  ncclResult_t async = ncclSuccess;
+  if (int rc = CheckNccl(api, api->CommGetAsyncError(Comm(comm), &async), "ncclCommGetAsyncError", nullptr)) return rc;
+  *state = async == ncclSuccess ? 0 : async == ncclInProgress ? 1 : 2;
+  if (*state == 2) Fail(std::string("ncclCommGetAsyncError: ") + api->GetErrorString(async));
   return 0;
 }
 
 int NcclCommDestroy(void* comm) {
   const Nccl* api = Api("nccl_comm_destroy");
-  return api == nullptr ? 1 : CheckNccl(api, api->CommDestroy(Comm(comm)), "ncclCommDestroy");
+  return api == nullptr ? 1 : CheckNccl(api, api->CommDestroy(Comm(comm)), "ncclCommDestroy", nullptr);
 }
 
 int NcclCommAbort(void* comm) {
   const Nccl* api = Api("nccl_comm_abort");
-  return api == nullptr ? 1 : CheckNccl(api, api->CommAbort(Comm(comm)), "ncclCommAbort");
+  return api == nullptr ? 1 : CheckNccl(api, api->CommAbort(Comm(comm)), "ncclCommAbort", nullptr);
 }
 
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
@@ -159,11 +204,12 @@ int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op,
   ncclRedOp_t nccl_op;
   switch (op) {
     case 0: nccl_op = ncclSum; break;
-    case 2: nccl_op = ncclMin; break;
+    case 2: nccl_op = ncclMin; break;  // fminf/fmaxf: a NaN loses (the core gathers floating MIN/MAX instead)
     case 3: nccl_op = ncclMax; break;
     default:
       return Fail("nccl_all_reduce: op " + std::to_string(op) + " not accepted (SUM, MIN or MAX; divide for AVERAGE)");
   }
+  t_last_comm = Comm(comm);
   return CheckNccl(api, api->AllReduce(send, recv, count, kTypes[dtype], nccl_op, Comm(comm), NcclStream(stream)),
                    "ncclAllReduce");
 }
@@ -171,6 +217,7 @@ int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op,
 int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream) {
   const Nccl* api = Api("nccl_broadcast");
   if (api == nullptr) return 1;
+  t_last_comm = Comm(comm);
   return CheckNccl(api, api->Broadcast(send, recv, bytes, ncclUint8, root, Comm(comm), NcclStream(stream)),
                    "ncclBroadcast");
 }
@@ -178,13 +225,14 @@ int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* co
 int NcclAllGather(const void* send, void* recv, size_t bytes, void* comm, void* stream) {
   const Nccl* api = Api("nccl_all_gather");
   if (api == nullptr) return 1;
+  t_last_comm = Comm(comm);
   return CheckNccl(api, api->AllGather(send, recv, bytes, ncclUint8, Comm(comm), NcclStream(stream)),
                    "ncclAllGather");
 }
 
 int NcclGroupStart() {
   const Nccl* api = Api("nccl_group_start");
-  return api == nullptr ? 1 : CheckNccl(api, api->GroupStart(), "ncclGroupStart");
+  return api == nullptr ? 1 : CheckNccl(api, api->GroupStart(), "ncclGroupStart", nullptr);
 }
 
 int NcclGroupEnd() {
@@ -195,12 +243,14 @@ int NcclGroupEnd() {
 int NcclSend(const void* buf, size_t bytes, int peer, void* comm, void* stream) {
   const Nccl* api = Api("nccl_send");
   if (api == nullptr) return 1;
+  t_last_comm = Comm(comm);
   return CheckNccl(api, api->Send(buf, bytes, ncclUint8, peer, Comm(comm), NcclStream(stream)), "ncclSend");
 }
 
 int NcclRecv(void* buf, size_t bytes, int peer, void* comm, void* stream) {
   const Nccl* api = Api("nccl_recv");
   if (api == nullptr) return 1;
+  t_last_comm = Comm(comm);
   return CheckNccl(api, api->Recv(buf, bytes, ncclUint8, peer, Comm(comm), NcclStream(stream)), "ncclRecv");
 }
 

@@ -48,6 +48,7 @@ const starling_device_plugin_t kTable = {
     NcclGroupEnd,
     NcclSend,
     NcclRecv,
+    NcclCommStatus,
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ int DeviceIdentity(int device, char* out, size_t size);
 int PointerKind(const void* ptr, int* kind, int* device);
 int DeviceAlloc(int device, size_t bytes, void** ptr);
 int DeviceFree(void* ptr);
-int HostAlloc(size_t bytes, void** ptr);
+int HostAlloc(int device, size_t bytes, void** ptr);
 int HostFree(void* ptr);
 int StreamCreate(int device, void** stream);
 int StreamDestroy(void* stream);
@@ -64,5 +64,6 @@ int NcclGroupStart();
 int NcclGroupEnd();
 int NcclSend(const void* buf, size_t bytes, int peer, void* comm, void* stream);
 int NcclRecv(void* buf, size_t bytes, int peer, void* comm, void* stream);
+int NcclCommStatus(void* comm, int* state);
 
 }  // namespace starling::device::cuda

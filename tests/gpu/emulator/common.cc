@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <limits>
 
 namespace starling::emu {
@@ -12,6 +13,8 @@ namespace {
 
 thread_local std::string t_last_error = "no error";
 thread_local int t_current_device = 0;
+thread_local int t_runtime_error = kRtSuccess;
+std::atomic<unsigned> g_context_devices{0};
 
 std::string VFormat(const char* format, va_list args) {
   va_list copy;
@@ -57,6 +60,22 @@ Settings ReadSettings() {
     }
   }
   if (const char* id = std::getenv("STARLING_EMU_IDENTITY")) s.identity = id;
+  if (const char* m = std::getenv("STARLING_EMU_DEVICE_MEMORY"); m != nullptr && *m != '\0') {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(m, &end, 10);
+    if (*end != '\0' || v == 0) {
+      if (s.settings_error.empty()) s.settings_error = Format("STARLING_EMU_DEVICE_MEMORY=%s is not a byte count > 0", m);
+    } else {
+      s.device_memory = static_cast<size_t>(v);
+    }
+  }
+  ReadInt("STARLING_EMU_NCCL_STALL_RANK", 0, &s.nccl_stall_rank, &s.settings_error);
+  if (const char* loss = std::getenv("STARLING_EMU_NCCL_PEER_LOSS"); loss != nullptr && *loss != '\0') {
+    const std::string v = loss;
+    if (v == "error") s.nccl_peer_loss_error = true;
+    else if (v != "hang" && s.settings_error.empty())
+      s.settings_error = Format("STARLING_EMU_NCCL_PEER_LOSS=%s is not hang or error", loss);
+  }
   return s;
 }
 
@@ -94,6 +113,32 @@ const Settings& GetSettings() {
 }
 
 int CurrentDevice() { return t_current_device; }
+
+std::string LauncherRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  return "0";
+}
+
+void UseDevice(int device) {
+  if (device >= 0 && device < 32) g_context_devices.fetch_or(1u << device);
+}
+unsigned ContextDevices() { return g_context_devices.load(); }
+
+void SetRuntimeError(int code) { t_runtime_error = code; }
+int TakeRuntimeError() {
+  const int code = t_runtime_error;
+  t_runtime_error = kRtSuccess;
+  return code;
+}
+const char* RuntimeErrorName(int code) {
+  switch (code) {
+    case kRtSuccess: return "no error";
+    case kRtNotReady: return "device not ready";
+    case kRtLaunchFailure: return "unspecified launch failure";
+    default: return "unknown error";
+  }
+}
 void SetCurrentDevice(int device) { t_current_device = device; }
 bool ValidDevice(int device) { return device >= 0 && device < GetSettings().devices; }
 

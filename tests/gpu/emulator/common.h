@@ -26,6 +26,9 @@ struct Settings {
   double nccl_timeout_s = 60;   // STARLING_EMU_NCCL_TIMEOUT: bootstrap and per-wait limit
   bool poison = true;           // STARLING_EMU_POISON=0 disables the fill of new/freed memory
   std::string identity;         // STARLING_EMU_IDENTITY: comma list, one per device; %r = rank
+  size_t device_memory = 0;     // STARLING_EMU_DEVICE_MEMORY: bytes of device memory per device (0: unbounded)
+  int nccl_stall_rank = -1;     // STARLING_EMU_NCCL_STALL_RANK: this launcher rank's comm init never completes
+  bool nccl_peer_loss_error = false;  // STARLING_EMU_NCCL_PEER_LOSS=error: a peer gone is an async error
   std::string settings_error;   // a malformed variable, reported by init()
 };
 const Settings& GetSettings();
@@ -34,6 +37,22 @@ const Settings& GetSettings();
 int CurrentDevice();
 void SetCurrentDevice(int device);
 bool ValidDevice(int device);
+// The rank the MPI launcher gave this process, or "0".
+std::string LauncherRank();
+
+// --- CUDA contexts: the runtime creates a device's primary context at the first call that
+// needs one, on the device the call runs on. Every entry that would need a context calls
+// this with that device, so tests can check that nothing touched a device the process was
+// not asked to use (starling_emu_context_devices).
+void UseDevice(int device);
+unsigned ContextDevices();  // bit d: a context exists on device d
+
+// --- the runtime's per-thread last-error slot (cudaGetLastError's): every failing runtime
+// call leaves its code, cudaErrorNotReady from an event query included, until read.
+enum : int { kRtSuccess = 0, kRtLaunchFailure = 719, kRtNotReady = 600 };
+void SetRuntimeError(int code);
+int TakeRuntimeError();  // returns the slot and clears it
+const char* RuntimeErrorName(int code);
 
 // --- dtypes (starling::DType values) and ops (ReduceOp values), without linking the core.
 enum : int { kFloat16 = 0, kBFloat16, kFloat32, kFloat64, kInt8, kInt16, kInt32, kInt64, kUInt8, kNumDTypes };

@@ -17,7 +17,15 @@
  *   STARLING_EMU_DELAY_US=N       every stream task first sleeps a random 0..N us (default 0)
  *   STARLING_EMU_NO_NCCL=1        nccl_load fails: "libnccl.so.2 not found (emulated)"
  *   STARLING_EMU_NCCL_TIMEOUT=S   seconds a communicator waits for a peer (default 60)
- *   STARLING_EMU_POISON=0         do not fill new and freed memory with garbage bytes */
+ *   STARLING_EMU_POISON=0         do not fill new and freed memory with garbage bytes
+ *   STARLING_EMU_DEVICE_MEMORY=B  bytes of device memory per device (default unbounded):
+ *                                 device_alloc beyond it fails with out of memory
+ *   STARLING_EMU_NCCL_STALL_RANK=R the comm init of launcher rank R never completes (as
+ *                                 when a rank never joins); nothing but an abort ends it
+ *   STARLING_EMU_NCCL_PEER_LOSS=hang|error  a peer that goes away without destroying its
+ *                                 communicator: operations waiting for it hang silently
+ *                                 (default, as NCCL over NVLink/shared memory), or the
+ *                                 communicator also reports an async error (network) */
 #ifndef STARLING_EMU_EMULATOR_H_
 #define STARLING_EMU_EMULATOR_H_
 
@@ -51,6 +59,14 @@ STARLING_EMU_API int starling_emu_fail_on_stream(void* stream, const char* messa
 STARLING_EMU_API int starling_emu_stream_synchronize(void* stream);
 /* Device, managed and pinned allocations not yet freed. */
 STARLING_EMU_API int starling_emu_live_allocations(void);
+/* The devices on which a CUDA context was created so far (bit d: device d): every entry
+ * that would need one on a GPU counts the device it runs on. */
+STARLING_EMU_API unsigned starling_emu_context_devices(void);
+/* Device memory allocated on `device` and not yet freed (rounded to 256 bytes). */
+STARLING_EMU_API size_t starling_emu_device_bytes_in_use(int device);
+/* NCCL operations of two communicators that ran at the same time on one device of this
+ * process (NCCL's documented deadlock hazard); 0 when operations never overlapped. */
+STARLING_EMU_API int starling_emu_concurrent_nccl_ops(void);
 STARLING_EMU_API const char* starling_emu_last_error(void);
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "common.h"
+#include "impl/device/runtime_status.h"
 #include "stream.h"
 
 namespace starling::emu {
@@ -38,6 +39,7 @@ std::shared_ptr<Event> Resolve(const char* fn, void* handle) {
     Fail("%s: %p is not a live emulated event", fn, handle);
     return nullptr;
   }
+  UseDevice(it->second->device);
   return it->second;
 }
 
@@ -53,6 +55,7 @@ std::shared_ptr<StreamState> LastRecord(Event& e, uint64_t* point) {
 int EventCreate(int device, void** handle) {
   if (handle == nullptr) return Fail("event_create: event is NULL");
   if (!ValidDevice(device)) return Fail("event_create: invalid device %d", device);
+  UseDevice(device);
   auto e = std::make_shared<Event>(device);
   EventRegistry& reg = Events();
   std::lock_guard<std::mutex> lock(reg.mu);
@@ -71,7 +74,9 @@ int EventDestroy(void* handle) {
 int EventRecord(void* handle, void* stream_handle) {
   auto e = Resolve("event_record", handle);
   if (!e) return 1;
-  auto stream = ResolveStream("event_record", stream_handle);
+  // NULL: the legacy stream of the event's device (plugin_abi.h), whatever device the
+  // calling thread has current.
+  auto stream = ResolveStream("event_record", stream_handle, e->device);
   if (!stream) return 1;
   if (stream->device() != e->device)
     return Fail("event_record: event of device %d recorded on a stream of device %d", e->device, stream->device());
@@ -95,7 +100,11 @@ int EventQuery(void* handle) {
     Fail("event_query: the event's stream %p failed: %s", state->handle(), error.c_str());
     return 2;
   }
-  return reached ? 0 : 1;
+  // cudaEventQuery records cudaErrorNotReady in the thread's last-error slot; the answer
+  // is read the way the CUDA plugin reads it (runtime_status.h).
+  if (!reached) SetRuntimeError(kRtNotReady);
+  return starling::device::EventQueryAnswer(int{reached ? kRtSuccess : kRtNotReady}, int{kRtSuccess}, int{kRtNotReady},
+                                            [] { TakeRuntimeError(); });
 }
 
 int EventSynchronize(void* handle) {

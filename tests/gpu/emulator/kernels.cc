@@ -1,12 +1,14 @@
 #include "kernels.h"
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "common.h"
 #include "impl/device/kernels/dispatch.h"
 #include "impl/device/kernels/host_kernels.h"
 #include "impl/device/plugin_abi.h"
+#include "impl/device/runtime_status.h"
 #include "memory.h"
 #include "stream.h"
 
@@ -26,6 +28,25 @@ int CheckBytes(const char* fn, size_t n, int dtype, size_t* bytes) {
   if (DTypeSize(dtype) == 0) return Fail("%s: unknown dtype %d", fn, dtype);
   if (!ElementBytes(n, dtype, bytes)) return Fail("%s: %zu elements of %s overflow", fn, n, DTypeName(dtype));
   return 0;
+}
+
+// A kernel launch: on a GPU, <<<>>> has no status of its own but the runtime's per-thread
+// last-error slot, which is read here the way the CUDA plugin reads it (runtime_status.h):
+// a code an earlier call left in the slot (an event query's "not ready") would otherwise be
+// taken for this launch's failure.
+int Launch(const char* fn, const std::function<int()>& submit) {
+  std::string why;
+  const int code = starling::device::LaunchStatus(
+      [&] {
+        if (submit() != 0) {
+          why = LastError();
+          SetRuntimeError(kRtLaunchFailure);
+        }
+      },
+      [] { return TakeRuntimeError(); });
+  if (code == kRtSuccess) return 0;
+  if (!why.empty()) return Fail(why);
+  return Fail("%s: kernel launch: %s", fn, RuntimeErrorName(code));
 }
 
 bool IsFloating(int dtype) { return dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat32 || dtype == kFloat64; }
@@ -54,7 +75,9 @@ int Reduce(void* dst, const void* src, size_t n, int dtype, int op, void* stream
   if (op < kSum || op > kMax) return Fail("%s: unknown op %d", fn, op);
   const int device = stream->device();
   if (CheckDevice(fn, "dst", dst, bytes, device) != 0 || CheckDevice(fn, "src", src, bytes, device) != 0) return 1;
-  return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostReduce(dst, src, n, dtype, op)); });
+  return Launch(fn, [&] {
+    return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostReduce(dst, src, n, dtype, op)); });
+  });
 }
 
 int Divide(void* data, size_t n, int dtype, double divisor, void* stream_handle) {
@@ -65,7 +88,9 @@ int Divide(void* data, size_t n, int dtype, double divisor, void* stream_handle)
   if (CheckBytes(fn, n, dtype, &bytes) != 0) return 1;
   if (!IsFloating(dtype)) return Fail("%s: %s is not a floating dtype", fn, DTypeName(dtype));
   if (CheckDevice(fn, "data", data, bytes, stream->device()) != 0) return 1;
-  return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostDivide(data, n, dtype, divisor)); });
+  return Launch(fn, [&] {
+    return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostDivide(data, n, dtype, divisor)); });
+  });
 }
 
 int WeightedSum(void* out, const void* x, double self_weight, const void* const* in, const double* w, int k, size_t n,
@@ -86,8 +111,10 @@ int WeightedSum(void* out, const void* x, double self_weight, const void* const*
   // The ABI lets the caller reuse in[] and w[] as soon as we return: copy them now.
   std::vector<const void*> inputs(in, in + k);
   std::vector<double> weights(w, w + k);
-  return stream->Submit(fn, [=, inputs = std::move(inputs), weights = std::move(weights)]() {
-    return KernelResult(fn, hk::HostWeightedSum(out, x, self_weight, inputs.data(), weights.data(), k, n, dtype));
+  return Launch(fn, [&] {
+    return stream->Submit(fn, [=, inputs = std::move(inputs), weights = std::move(weights)]() {
+      return KernelResult(fn, hk::HostWeightedSum(out, x, self_weight, inputs.data(), weights.data(), k, n, dtype));
+    });
   });
 }
 
@@ -105,7 +132,9 @@ int Convert(void* dst, int dst_dtype, const void* src, int src_dtype, size_t n, 
   const int device = stream->device();
   if (CheckDevice(fn, "dst", dst, dst_bytes, device) != 0 || CheckDevice(fn, "src", src, src_bytes, device) != 0)
     return 1;
-  return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostConvert(dst, dst_dtype, src, src_dtype, n)); });
+  return Launch(fn, [&] {
+    return stream->Submit(fn, [=]() { return KernelResult(fn, hk::HostConvert(dst, dst_dtype, src, src_dtype, n)); });
+  });
 }
 
 }  // namespace starling::emu

@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -34,6 +35,7 @@ struct Registry {
   std::map<uintptr_t, Allocation> freed;  // quarantined, by base
   std::deque<uintptr_t> freed_order;      // oldest first
   size_t freed_bytes = 0;
+  std::map<int, size_t> device_bytes;  // live device memory by device
 };
 
 // Never destroyed: stream workers may still look pointers up while the process exits.
@@ -77,14 +79,31 @@ int Allocate(const char* fn, int kind, int device, size_t bytes, void** ptr) {
   if (bytes == 0) return 0;
   if (bytes > SIZE_MAX - kAlignment) return Fail("%s: %zu bytes is too large", fn, bytes);
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t cap = GetSettings().device_memory;
+  if (kind == STARLING_MEMORY_DEVICE) {
+    Registry& reg = Reg();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    size_t& used = reg.device_bytes[device];
+    if (cap > 0 && rounded > cap - std::min(cap, used))
+      return Fail("%s: out of memory: %zu bytes requested on emulated device %d, %zu of %zu in use "
+                  "(STARLING_EMU_DEVICE_MEMORY)", fn, bytes, device, used, cap);
+    used += rounded;  // reserved now; Release gives it back
+  }
   void* block = std::aligned_alloc(kAlignment, rounded);
-  if (block == nullptr) return Fail("%s: out of memory allocating %zu bytes (emulated)", fn, bytes);
+  if (block == nullptr) {
+    if (kind == STARLING_MEMORY_DEVICE) {
+      std::lock_guard<std::mutex> lock(Reg().mu);
+      Reg().device_bytes[device] -= rounded;
+    }
+    return Fail("%s: out of memory allocating %zu bytes (emulated)", fn, bytes);
+  }
   if (GetSettings().poison) std::memset(block, kFreshByte, rounded);
   Allocation a;
   a.base = reinterpret_cast<uintptr_t>(block);
   a.bytes = bytes;
   a.kind = kind;
   a.device = kind == STARLING_MEMORY_PINNED ? -1 : device;
+  a.context = device;
   Registry& reg = Reg();
   std::lock_guard<std::mutex> lock(reg.mu);
   // malloc may hand back a block that is still quarantined only if we freed it: we did
@@ -111,6 +130,8 @@ int Release(const char* fn, void* ptr, unsigned kind_mask) {
   const Allocation a = it->second;
   if ((kind_mask & (1u << a.kind)) == 0) return Fail("%s: %p is %s, freed by the wrong function", fn, ptr, KindName(a.kind));
   reg.live.erase(it);
+  if (a.kind == STARLING_MEMORY_DEVICE)
+    reg.device_bytes[a.device] -= (a.bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (GetSettings().poison) std::memset(ptr, kFreedByte, a.bytes);
   reg.freed.emplace(a.base, a);
   reg.freed_order.push_back(a.base);
@@ -127,6 +148,20 @@ Allocation Lookup(const void* p) {
   Allocation host;
   host.kind = STARLING_MEMORY_HOST;
   return host;
+}
+
+int AllocationContext(const void* ptr) {
+  Registry& reg = Reg();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.live.find(reinterpret_cast<uintptr_t>(ptr));
+  return it != reg.live.end() ? it->second.context : -1;
+}
+
+size_t DeviceBytesInUse(int device) {
+  Registry& reg = Reg();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.device_bytes.find(device);
+  return it != reg.device_bytes.end() ? it->second : 0;
 }
 
 size_t LiveAllocations() {

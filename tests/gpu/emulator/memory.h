@@ -16,10 +16,17 @@ struct Allocation {
   size_t bytes = 0;  // as requested (the block behind it is rounded up to 256)
   int kind = 0;      // STARLING_MEMORY_*; HOST for memory the registry does not know
   int device = -1;   // owner for DEVICE/MANAGED, else -1
+  int context = -1;  // the device whose context allocated it (pinned memory too)
 };
 
-// bytes == 0 gives *ptr = nullptr, like cudaMalloc(0). kind: DEVICE, PINNED or MANAGED.
+// bytes == 0 gives *ptr = nullptr, like cudaMalloc(0). kind: DEVICE, PINNED or MANAGED;
+// `device` is the owner, or for PINNED the device current at the allocation. Device memory
+// is finite with STARLING_EMU_DEVICE_MEMORY: beyond it, an out-of-memory failure.
 int Allocate(const char* fn, int kind, int device, size_t bytes, void** ptr);
+// The device whose context holds ptr's allocation (-1 if none): what freeing it touches.
+int AllocationContext(const void* ptr);
+// Bytes of device memory allocated on `device` and not freed.
+size_t DeviceBytesInUse(int device);
 // Unregisters and poisons ptr, which must be the start of a live allocation of one of the
 // kinds in kind_mask (bit 1 << kind). nullptr is accepted, like cudaFree(NULL).
 int Release(const char* fn, void* ptr, unsigned kind_mask);

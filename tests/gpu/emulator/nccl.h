@@ -25,5 +25,8 @@ int NcclGroupStart();
 int NcclGroupEnd();
 int NcclSend(const void* buf, size_t bytes, int peer, void* comm, void* stream);
 int NcclRecv(void* buf, size_t bytes, int peer, void* comm, void* stream);
+int NcclCommStatus(void* comm, int* state);
+// How often operations of two communicators overlapped on one device (see emulator.h).
+int NcclConcurrentOps();
 
 }  // namespace starling::emu

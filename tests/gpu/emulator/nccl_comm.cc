@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "common.h"
@@ -49,14 +50,16 @@ socklen_t Address(const std::string& token, int rank, sockaddr_un* addr) {
 
 // Reads exactly n bytes; a deadline bounds the wait (none for the readers, which are
 // woken by shutdown()). Returns "" or what went wrong.
-std::string ReadFull(int fd, void* buffer, size_t n, const Clock::time_point* deadline) {
+std::string ReadFull(int fd, void* buffer, size_t n, const Clock::time_point* deadline,
+                     const std::atomic<bool>* stop = nullptr) {
   char* p = static_cast<char*>(buffer);
   while (n > 0) {
     if (deadline != nullptr) {
-      const double left = SecondsLeft(*deadline);
+      if (stop != nullptr && stop->load()) return "aborted";
+      const double left = std::min(SecondsLeft(*deadline), 0.05);  // slices: an abort is seen
       pollfd pfd{fd, POLLIN, 0};
       const int ready = left > 0 ? ::poll(&pfd, 1, static_cast<int>(std::ceil(left * 1000))) : 0;
-      if (ready < 0 && errno == EINTR) continue;
+      if ((ready < 0 && errno == EINTR) || (ready == 0 && SecondsLeft(*deadline) > 0)) continue;
       if (ready <= 0) return "timed out";
     }
     const ssize_t got = ::recv(fd, p, n, 0);
@@ -134,20 +137,67 @@ int Comm::Create(int nranks, const void* id, int rank, int device, std::shared_p
     return Fail("nccl_comm_init: the id was not made by the emulated nccl_unique_id");
   std::string token(idc + kTokenOffset, strnlen(idc + kTokenOffset, STARLING_NCCL_ID_BYTES - kTokenOffset));
   std::shared_ptr<Comm> comm(new Comm(nranks, rank, device));
-  if (nranks > 1) {
-    if (comm->Connect(token, TimeoutFromNow()) != 0) return 1;
-    for (int r = 0; r < nranks; ++r) {
-      if (r == rank) continue;
+  // Non-blocking, like ncclCommInitRankConfig with blocking = 0: the bootstrap runs on a
+  // thread of its own, and Status says when it is done. Only an abort (or the emulator's
+  // own timeout) ends a bootstrap whose peers never come.
+  comm->init_thread_ = std::thread([c = comm.get(), token] { c->Bootstrap(token); });
+  *out = std::move(comm);
+  return 0;
+}
+
+void Comm::Bootstrap(const std::string& token) {
+  std::string error;
+  if (GetSettings().nccl_stall_rank >= 0 && LauncherRank() == std::to_string(GetSettings().nccl_stall_rank)) {
+    while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a rank that never joins
+    error = "nccl_comm_init: aborted while initializing (STARLING_EMU_NCCL_STALL_RANK)";
+  } else if (nranks_ > 1 && Connect(token, TimeoutFromNow()) != 0) {
+    error = LastError();
+  }
+  if (error.empty()) {
+    for (int r = 0; r < nranks_ && nranks_ > 1; ++r) {
+      if (r == rank_) continue;
       // Bounded writes: a peer that stops reading is an error, not a hang.
       timeval tv{};
       tv.tv_sec = static_cast<time_t>(GetSettings().nccl_timeout_s);
       tv.tv_usec = static_cast<suseconds_t>((GetSettings().nccl_timeout_s - tv.tv_sec) * 1e6);
-      ::setsockopt(comm->peers_[r]->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      comm->peers_[r]->reader = std::thread([c = comm.get(), r] { c->Read(r); });
+      ::setsockopt(peers_[r]->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      peers_[r]->reader = std::thread([this, r] { Read(r); });
     }
   }
-  *out = std::move(comm);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error.empty() && failed_.empty()) failed_ = error;
+    initialized_ = true;
+  }
+  cv_.notify_all();
+}
+
+int Comm::Status(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!initialized_) return 1;
+  if (!failed_.empty()) {
+    *why = failed_;
+    return 2;
+  }
+  if (!async_error_.empty()) {
+    *why = async_error_;
+    return 2;
+  }
   return 0;
+}
+
+std::string Comm::Hang(std::unique_lock<std::mutex>& lock, const std::string& why, Clock::time_point deadline) {
+  for (;;) {
+    if (closing_) return "the communicator was aborted (while waiting for a peer that is gone: " + why + ")";
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !closing_)
+      return Format("timed out after %g s: %s (a real NCCL would hang here until ncclCommAbort)",
+                    GetSettings().nccl_timeout_s, why.c_str());
+  }
+}
+
+void Comm::PeerLost(const std::string& why) {
+  if (GetSettings().nccl_peer_loss_error && async_error_.empty()) async_error_ = "remote process exited or there was "
+                                                                             "a network error: " + why;
 }
 
 // Every rank listens on its own address; rank r connects to every lower rank and accepts
@@ -174,6 +224,7 @@ int Comm::Connect(const std::string& token, Clock::time_point deadline) {
     len = Address(token, s, &addr);
     int fd = -1;
     for (;;) {
+      if (stop_.load()) return Fail("%s: aborted while initializing", fn);
       fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) return Fail("%s: socket: %s", fn, std::strerror(errno));
       if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) break;
@@ -190,16 +241,17 @@ int Comm::Connect(const std::string& token, Clock::time_point deadline) {
     peers_[s]->fd = fd;  // closed by the destructor from now on
     Frame reply;
     std::string error = WriteFull(fd, &hello, sizeof hello);
-    if (error.empty()) error = ReadFull(fd, &reply, sizeof reply, &deadline);
+    if (error.empty()) error = ReadFull(fd, &reply, sizeof reply, &deadline, &stop_);
     if (error.empty()) error = CheckHello(reply, nranks_, rank_);
     if (error.empty() && reply.root != s) error = Format("rank %d's address answered as rank %d", s, reply.root);
     if (!error.empty()) return Fail("%s: rank %d, handshake with rank %d: %s", fn, rank_, s, error.c_str());
   }
   for (int accepted = 0; accepted < nranks_ - 1 - rank_; ++accepted) {
+    if (stop_.load()) return Fail("%s: aborted while initializing", fn);
     pollfd pfd{listener, POLLIN, 0};
-    const double left = SecondsLeft(deadline);
+    const double left = std::min(SecondsLeft(deadline), 0.05);  // slices: an abort is seen
     const int ready = left > 0 ? ::poll(&pfd, 1, static_cast<int>(std::ceil(left * 1000))) : 0;
-    if (ready < 0 && errno == EINTR) {
+    if ((ready < 0 && errno == EINTR) || (ready == 0 && SecondsLeft(deadline) > 0)) {
       --accepted;
       continue;
     }
@@ -209,7 +261,7 @@ int Comm::Connect(const std::string& token, Clock::time_point deadline) {
     const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return Fail("%s: accept: %s", fn, std::strerror(errno));
     Frame theirs;
-    std::string error = ReadFull(fd, &theirs, sizeof theirs, &deadline);
+    std::string error = ReadFull(fd, &theirs, sizeof theirs, &deadline, &stop_);
     if (error.empty()) error = WriteFull(fd, &hello, sizeof hello);  // before checking, so both sides can tell
     if (error.empty()) error = CheckHello(theirs, nranks_, rank_);
     if (error.empty() && (theirs.root < rank_ || peers_[theirs.root]->fd >= 0))
@@ -282,8 +334,12 @@ std::string Comm::Send(int peer, Frame frame, const void* payload) {
   std::string error = WriteFull(p.fd, &frame, sizeof frame);
   if (error.empty() && frame.payload > 0) error = WriteFull(p.fd, payload, frame.payload);
   if (error.empty()) return "";
-  std::lock_guard<std::mutex> state(mu_);  // say why the peer went, if its reader knows
-  return Format("sending to rank %d failed: %s%s%s", peer, error.c_str(), p.closed.empty() ? "" : "; ", p.closed.c_str());
+  std::unique_lock<std::mutex> state(mu_);  // say why the peer went, if its reader knows
+  const std::string why =
+      Format("sending to rank %d failed: %s%s%s", peer, error.c_str(), p.closed.empty() ? "" : "; ", p.closed.c_str());
+  if (p.said_bye) return why;
+  PeerLost(why);  // a peer gone mid-operation: NCCL's kernels wait, they do not fail
+  return Hang(state, why, TimeoutFromNow());
 }
 
 std::string Comm::Blocked(int peer) {
@@ -304,7 +360,11 @@ std::string Comm::Take(int peer, Channel channel, Message* out) {
       queue.pop_front();
       return "";
     }
-    if (!p.closed.empty()) return p.closed;
+    if (!p.closed.empty()) {
+      if (p.said_bye) return p.closed;
+      PeerLost(p.closed);  // NCCL is not told: its kernels wait for the peer forever
+      return Hang(lock, p.closed, deadline);
+    }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && queue.empty())
       return Format("timed out after %g s waiting for rank %d (a real NCCL would hang here: a send or receive "
                     "outside a group, or ranks calling different operations?)",
@@ -324,7 +384,11 @@ std::string Comm::WaitAcks(int peer, uint64_t n) {
   for (;;) {
     if (p.acked >= n) return "";
     if (std::string why = Blocked(peer); !why.empty()) return why;
-    if (!p.closed.empty()) return p.closed;
+    if (!p.closed.empty()) {
+      if (p.said_bye) return p.closed;
+      PeerLost(p.closed);
+      return Hang(lock, p.closed, deadline);
+    }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && p.acked < n)
       return Format("timed out after %g s waiting for rank %d to receive what this rank sent (a real NCCL would "
                     "hang here: is its nccl_recv missing, or outside the group?)",
@@ -359,6 +423,8 @@ void Comm::End() {
 }
 
 void Comm::Close(bool abort) {
+  stop_.store(true);
+  if (init_thread_.joinable()) init_thread_.join();
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return;

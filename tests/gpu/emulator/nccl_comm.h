@@ -10,6 +10,7 @@
 // STARLING_EMU_NCCL_TIMEOUT (a real NCCL would hang: a missing group, a mismatched call).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,7 +46,7 @@ enum class Channel { kP2P, kColl };
 
 class Comm {
  public:
-  // The collective bootstrap of nccl_comm_init; 0 or Fail().
+  // Starts the collective bootstrap of nccl_comm_init (on a thread); 0 or Fail().
   static int Create(int nranks, const void* id, int rank, int device, std::shared_ptr<Comm>* out);
   // Fills STARLING_NCCL_ID_BYTES bytes with a fresh id.
   static void NewId(void* id);
@@ -64,6 +65,9 @@ class Comm {
   uint64_t CountSend(int peer);
   // Waits until peer has received `n` of our p2p messages (it acknowledges each).
   std::string WaitAcks(int peer, uint64_t n);
+
+  // ncclCommGetAsyncError: 0 ready, 1 initializing, 2 failed (*why says how).
+  int Status(std::string* why);
 
   // A failed communicator fails every later operation (as NCCL's async errors do).
   void MarkFailed(const std::string& why);
@@ -90,6 +94,13 @@ class Comm {
   };
 
   Comm(int nranks, int rank, int device);
+  void Bootstrap(const std::string& token);
+  // mu_ held: a wait for a peer that is gone, which only an abort (or the emulator's
+  // timeout) ends, as NCCL's kernels wait for such a peer forever. Returns the failure.
+  std::string Hang(std::unique_lock<std::mutex>& lock, const std::string& why,
+                   std::chrono::steady_clock::time_point deadline);
+  // mu_ held: a peer is gone (reported as an async error only with PEER_LOSS=error).
+  void PeerLost(const std::string& why);
   int Connect(const std::string& token, std::chrono::steady_clock::time_point deadline);
   void Read(int peer);
   void Deliver(int peer, Message message);
@@ -101,6 +112,10 @@ class Comm {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string failed_;
+  std::string async_error_;
+  bool initialized_ = false;
+  std::atomic<bool> stop_{false};  // abort or destroy: the bootstrap gives up
+  std::thread init_thread_;
   bool closing_ = false;
   bool closed_ = false;
   int in_flight_ = 0;

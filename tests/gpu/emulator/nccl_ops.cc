@@ -1,4 +1,7 @@
 #include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -23,6 +26,12 @@ std::atomic<bool> g_loaded{false};
 struct CommRegistry {
   std::mutex mu;
   std::map<void*, std::shared_ptr<Comm>> comms;
+  // Destroyed or aborted communicators, kept so that their addresses are never reused:
+  // a second destroy or abort of one is a use after free on a GPU, and fatal here.
+  std::map<void*, std::shared_ptr<Comm>> freed;
+  // NCCL operations running now, by device and communicator; overlaps counted.
+  std::map<int, std::map<Comm*, int>> running;
+  int overlaps = 0;
 };
 
 CommRegistry& Comms() {
@@ -123,6 +132,33 @@ std::string Issue(Op& op) {
   return "";
 }
 
+// NCCL's MIN/MAX of floating types is fminf/fmaxf (fmin/fmax for double; the half types
+// through float): a NaN loses to a number, unlike Starling's own min/max, where a NaN
+// wins. Returns false for the ops and dtypes it does not handle.
+template <class T>
+void FminFmaxOf(T* acc, const T* part, size_t n, bool is_min) {
+  for (size_t i = 0; i < n; ++i) acc[i] = is_min ? std::fmin(acc[i], part[i]) : std::fmax(acc[i], part[i]);
+}
+
+bool FminFmax(void* acc, const void* part, const Op& op) {
+  if (op.op != kMin && op.op != kMax) return false;
+  const bool is_min = op.op == kMin;
+  switch (op.dtype) {
+    case kFloat32: FminFmaxOf(static_cast<float*>(acc), static_cast<const float*>(part), op.count, is_min); return true;
+    case kFloat64: FminFmaxOf(static_cast<double*>(acc), static_cast<const double*>(part), op.count, is_min); return true;
+    case kFloat16:
+    case kBFloat16: {
+      std::vector<float> a(op.count), b(op.count);
+      device::kernels::HostConvert(a.data(), kFloat32, acc, op.dtype, op.count);
+      device::kernels::HostConvert(b.data(), kFloat32, part, op.dtype, op.count);
+      FminFmaxOf(a.data(), b.data(), op.count, is_min);
+      device::kernels::HostConvert(acc, op.dtype, a.data(), kFloat32, op.count);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 std::string CompleteAllReduce(const Op& op) {
   Comm& c = *op.comm;
   std::vector<std::vector<char>> parts(c.nranks());
@@ -137,6 +173,7 @@ std::string CompleteAllReduce(const Op& op) {
   std::vector<char> sum = c.rank() == 0 ? std::vector<char>(self, self + op.bytes) : std::move(parts[0]);
   for (int r = 1; r < c.nranks(); ++r) {
     const void* part = r == c.rank() ? op.send : parts[r].data();
+    if (FminFmax(sum.data(), part, op)) continue;
     if (device::kernels::HostReduce(sum.data(), part, op.count, op.dtype, op.op) != 0)
       return Format("HostReduce rejected %s, op %d", DTypeName(op.dtype), op.op);
   }
@@ -195,8 +232,33 @@ std::string Complete(const Op& op) {
   return "";
 }
 
+// Counts operations of different communicators of one device that run at the same time:
+// NCCL documents that this can deadlock (kernels of both wait for their peers while any
+// CUDA call may synchronize the device), so it is a fault the tests look for.
+class Running {
+ public:
+  explicit Running(Comm* comm) : comm_(comm) {
+    CommRegistry& reg = Comms();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto& on_device = reg.running[comm->device()];
+    for (auto& [other, n] : on_device)
+      if (other != comm && n > 0) ++reg.overlaps;
+    ++on_device[comm];
+  }
+  ~Running() {
+    CommRegistry& reg = Comms();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto& on_device = reg.running[comm_->device()];
+    if (--on_device[comm_] == 0) on_device.erase(comm_);
+  }
+
+ private:
+  Comm* comm_;
+};
+
 // A group (or a single call): all sends, then all receives, then the sends' completion.
 std::string RunGroup(std::vector<Op>& ops) {
+  Running running(ops[0].comm.get());
   auto failed = [](const Op& op, const std::string& error) {
     op.comm->MarkFailed(Format("%s: %s", op.fn, error.c_str()));
     return Format("%s: %s", op.fn, error.c_str());
@@ -247,6 +309,9 @@ int Post(Op op, void* comm_handle, void* stream_handle) {
   Comm& c = *op.comm;
   if (stream->device() != c.device())
     return Fail("%s: the stream is on device %d, the communicator on device %d", fn, stream->device(), c.device());
+  std::string status_why;
+  if (c.Status(&status_why) == 1)
+    return Fail("%s: the communicator is still initializing (poll nccl_comm_status until it is ready)", fn);
   if (std::string failure = c.Failure(); !failure.empty()) return Fail("%s: %s", fn, failure.c_str());
   const int device = c.device();
   switch (op.type) {
@@ -327,8 +392,18 @@ int Close(const char* fn, void* handle, bool abort) {
     CommRegistry& reg = Comms();
     std::lock_guard<std::mutex> lock(reg.mu);
     auto it = reg.comms.find(handle);
-    if (it == reg.comms.end()) return Fail("%s: %p is not a live emulated NCCL communicator", fn, handle);
-    comm = std::move(it->second);
+    if (it == reg.comms.end()) {
+      if (reg.freed.count(handle) != 0) {
+        // ncclCommAbort/Destroy free the communicator: a second call reads freed memory
+        // (a crash or a hang inside NCCL on a GPU). Fail as hard as that would.
+        std::fprintf(stderr, "emulated NCCL: %s(%p) on a communicator already destroyed or aborted "
+                     "(use after free); aborting the process\n", fn, handle);
+        std::abort();
+      }
+      return Fail("%s: %p is not a live emulated NCCL communicator", fn, handle);
+    }
+    comm = it->second;
+    reg.freed.emplace(handle, std::move(it->second));
     reg.comms.erase(it);
   }
   comm->Close(abort);
@@ -337,6 +412,22 @@ int Close(const char* fn, void* handle, bool abort) {
 }  // namespace
 
 int NcclCommDestroy(void* comm) { return Close("nccl_comm_destroy", comm, false); }
+
+int NcclCommStatus(void* handle, int* state) {
+  if (state == nullptr) return Fail("nccl_comm_status: state is NULL");
+  auto comm = ResolveComm("nccl_comm_status", handle);
+  if (!comm) return 1;
+  std::string why;
+  *state = comm->Status(&why);
+  if (*state == 2) Fail("nccl_comm_status: %s", why.c_str());
+  return 0;
+}
+
+int NcclConcurrentOps() {
+  CommRegistry& reg = Comms();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  return reg.overlaps;
+}
 int NcclCommAbort(void* comm) { return Close("nccl_comm_abort", comm, true); }
 
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {

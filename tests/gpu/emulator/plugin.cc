@@ -50,14 +50,8 @@ int DeviceCount(int* count) {
 int SetDevice(int device) {
   if (!ValidDevice(device)) return Fail("set_device: invalid device %d (%d emulated)", device, GetSettings().devices);
   SetCurrentDevice(device);
+  UseDevice(device);  // cudaSetDevice initializes the device's primary context (CUDA 12+)
   return 0;
-}
-
-// The rank the MPI launcher gave this process, or "0".
-std::string LauncherRank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
-  return "0";
 }
 
 // Unique per (host, device) by default. STARLING_EMU_IDENTITY lets a test say which ranks
@@ -96,6 +90,7 @@ int PointerKind(const void* ptr, int* kind, int* device) {
 
 int DeviceAlloc(int device, size_t bytes, void** ptr) {
   if (!ValidDevice(device)) return Fail("device_alloc: invalid device %d", device);
+  UseDevice(device);
   return Allocate("device_alloc", STARLING_MEMORY_DEVICE, device, bytes, ptr);
 }
 
@@ -103,13 +98,19 @@ int DeviceAlloc(int device, size_t bytes, void** ptr) {
 // a queued task from touching freed memory.
 int DeviceFree(void* ptr) {
   SynchronizeAllStreams();
+  UseDevice(AllocationContext(ptr));
   return Release("device_free", ptr, kDeviceKinds);
 }
 
-int HostAlloc(size_t bytes, void** ptr) { return Allocate("host_alloc", STARLING_MEMORY_PINNED, -1, bytes, ptr); }
+int HostAlloc(int device, size_t bytes, void** ptr) {
+  if (!ValidDevice(device)) return Fail("host_alloc: invalid device %d", device);
+  UseDevice(device);
+  return Allocate("host_alloc", STARLING_MEMORY_PINNED, device, bytes, ptr);
+}
 
 int HostFree(void* ptr) {
   SynchronizeAllStreams();
+  UseDevice(AllocationContext(ptr));
   return Release("host_free", ptr, kPinnedKinds);
 }
 
@@ -120,6 +121,8 @@ int StreamSynchronize(void* handle) {
   auto stream = ResolveStream("stream_synchronize", handle);
   return stream ? stream->Synchronize("stream_synchronize") : 1;
 }
+
+int NcclStatus(void* comm, int* state) { return NcclCommStatus(comm, state); }
 
 const starling_device_plugin_t* Table() {
   static const starling_device_plugin_t table = [] {
@@ -165,6 +168,7 @@ const starling_device_plugin_t* Table() {
     t.nccl_group_end = NcclGroupEnd;
     t.nccl_send = NcclSend;
     t.nccl_recv = NcclRecv;
+    t.nccl_comm_status = NcclStatus;
     return t;
   }();
   return &table;
@@ -236,6 +240,12 @@ int starling_emu_fail_on_stream(void* handle, const char* message) {
 int starling_emu_stream_synchronize(void* stream) { return StreamSynchronize(stream); }
 
 int starling_emu_live_allocations(void) { return static_cast<int>(LiveAllocations()); }
+
+unsigned starling_emu_context_devices(void) { return ContextDevices(); }
+
+size_t starling_emu_device_bytes_in_use(int device) { return DeviceBytesInUse(device); }
+
+int starling_emu_concurrent_nccl_ops(void) { return NcclConcurrentOps(); }
 
 const char* starling_emu_last_error(void) { return LastError(); }
 

@@ -118,11 +118,12 @@ StreamRegistry& Streams() {
 
 }  // namespace
 
-std::shared_ptr<Stream> ResolveStream(const char* fn, void* handle) {
+std::shared_ptr<Stream> ResolveStream(const char* fn, void* handle, int null_device) {
   StreamRegistry& reg = Streams();
   std::lock_guard<std::mutex> lock(reg.mu);
   if (handle == nullptr) {
-    const int device = CurrentDevice();
+    const int device = null_device >= 0 ? null_device : CurrentDevice();
+    UseDevice(device);
     auto& legacy = reg.legacy[device];
     if (!legacy) legacy = std::make_shared<Stream>(device, true);
     return legacy;
@@ -132,12 +133,14 @@ std::shared_ptr<Stream> ResolveStream(const char* fn, void* handle) {
     Fail("%s: %p is not a live emulated stream (destroyed, or never created?)", fn, handle);
     return nullptr;
   }
+  UseDevice(it->second->device());
   return it->second;
 }
 
 int CreateStream(const char* fn, int device, void** handle) {
   if (handle == nullptr) return Fail("%s: stream is NULL", fn);
   if (!ValidDevice(device)) return Fail("%s: invalid device %d (%d emulated)", fn, device, GetSettings().devices);
+  UseDevice(device);
   auto stream = std::make_shared<Stream>(device, false);
   StreamRegistry& reg = Streams();
   std::lock_guard<std::mutex> lock(reg.mu);
@@ -157,6 +160,7 @@ int DestroyStream(const char* fn, void* handle) {
     stream = std::move(it->second);
     reg.created.erase(it);
   }
+  UseDevice(stream->device());
   // cudaStreamDestroy returns at once and lets queued work finish; here the queued work
   // finishes before we return: the worker is joined when the last reference goes, which
   // is here or in a concurrent call that resolved the handle just before (never in a

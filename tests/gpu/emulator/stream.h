@@ -80,9 +80,10 @@ class Stream {
   std::thread worker_;
 };
 
-// The stream behind a handle (NULL: the legacy stream of the current device), or nullptr
-// after Fail(fn: ...) for a handle that is not a live stream.
-std::shared_ptr<Stream> ResolveStream(const char* fn, void* handle);
+// The stream behind a handle (NULL: the legacy stream of the current device, or of
+// `null_device` when given), or nullptr after Fail(fn: ...) for a handle that is not a
+// live stream. Counts a context on the stream's device (common.h UseDevice).
+std::shared_ptr<Stream> ResolveStream(const char* fn, void* handle, int null_device = -1);
 int CreateStream(const char* fn, int device, void** handle);
 int DestroyStream(const char* fn, void* handle);
 // Waits for everything queued so far on every stream (what cudaFree implies).
