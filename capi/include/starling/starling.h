@@ -68,8 +68,10 @@ extern "C" {
  * Status codes. */
 typedef int starling_status_t;
 
+/* The values of starling_status_t. starling_status_string() explains each; the
+ * message of starling_last_error() says what exactly went wrong. */
 enum starling_status_code {
-  STARLING_SUCCESS = 0,
+  STARLING_SUCCESS = 0,                  /* the call did what it says */
   STARLING_IN_PROGRESS = 1,              /* request not finished yet (test only) */
   STARLING_ERR_INVALID_ARGUMENT = -1,    /* a NULL pointer, bad tensor, shape, rank, weight... */
   STARLING_ERR_INVALID_HANDLE = -2,      /* NULL, freed or destroyed handle */
@@ -81,7 +83,7 @@ enum starling_status_code {
   STARLING_ERR_TRANSPORT = -8,           /* MPI failed; the context is unusable */
   STARLING_ERR_NOT_FOUND = -9,           /* no such name (windows) */
   STARLING_ERR_ALREADY_EXISTS = -10,     /* name already taken (windows) */
-  STARLING_ERR_OUT_OF_MEMORY = -11,
+  STARLING_ERR_OUT_OF_MEMORY = -11,     /* an allocation failed (the message says which) */
   STARLING_ERR_INTERNAL = -12,           /* a bug in Starling: please report it */
   STARLING_ERR_ABORTED = -13,            /* starling_context_abort was called on the context */
   STARLING_ERR_PEER_FAILED = -14,        /* a rank of the context is gone (killed or exited) */
@@ -489,6 +491,7 @@ STARLING_API starling_status_t starling_request_free(starling_request_t req);
  * Classic collectives. All are collective over the context; `name` (may be NULL) is
  * a label for diagnostics and the timeline, not a rendezvous key. */
 
+/* The reduction of starling_allreduce and starling_local_allreduce. */
 typedef enum starling_reduce_op {
   STARLING_SUM = 0,
   STARLING_AVERAGE = 1,  /* sum / size; floating-point dtypes only */
@@ -563,6 +566,7 @@ STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t c
  * deliberate difference). PRODUCES *out: free it with starling_topology_free.
  * Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out). */
 
+/* The edges of starling_topology_ring. */
 typedef enum starling_ring_style {
   STARLING_RING_BIDIRECTIONAL = 0, /* i <-> i-1, i+1; weights 1/3 */
   STARLING_RING_LEFT = 1,          /* i sends to i-1; weights 1/2 */
@@ -599,6 +603,7 @@ STARLING_API starling_status_t starling_topology_fully_connected(int size,
                                                                  starling_topology_t* out);
 STARLING_API starling_status_t starling_topology_free(starling_topology_t topo);
 
+/* *out = the number of ranks the graph spans. */
 STARLING_API starling_status_t starling_topology_size(starling_topology_t topo, int* out);
 /* Number of edges, self-loops included. */
 STARLING_API starling_status_t starling_topology_num_edges(starling_topology_t topo, int* out);
@@ -841,6 +846,8 @@ typedef enum starling_compressor {
   STARLING_COMPRESS_SIGN = 5
 } starling_compressor_t;
 
+/* How a compressed call compresses: initialize with STARLING_COMPRESSION_INIT (no
+ * compression), then set compressor and its parameters. */
 typedef struct starling_compression {
   size_t struct_size;         /* sizeof(starling_compression_t) */
   int compressor;             /* starling_compressor_t */
@@ -949,6 +956,7 @@ STARLING_API starling_status_t starling_window_lookup(starling_context_t ctx, co
 STARLING_API starling_status_t starling_window_names(starling_context_t ctx, char* buffer,
                                                      size_t capacity, size_t* length);
 
+/* Options of put, accumulate and get: initialize with STARLING_WINDOW_ARGS_INIT. */
 typedef struct starling_window_args {
   size_t struct_size;   /* sizeof(starling_window_args_t) */
   /* put / accumulate: destinations (default: every out-neighbor); get: sources
@@ -988,6 +996,8 @@ STARLING_API starling_status_t starling_window_get_nonblocking(starling_window_t
                                                                const starling_window_args_t* args,
                                                                starling_request_t* req);
 
+/* Options of update and update_then_collect: initialize with
+ * STARLING_WINDOW_UPDATE_ARGS_INIT. */
 typedef struct starling_window_update_args {
   size_t struct_size;   /* sizeof(starling_window_update_args_t) */
   /* 0: the topology's weights if it is weighted, else the uniform average over the

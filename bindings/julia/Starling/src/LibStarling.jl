@@ -48,6 +48,8 @@ const STARLING_VERSION_CODE = STARLING_VERSION(STARLING_VERSION_MAJOR, STARLING_
 # Status codes.
 const starling_status_t = Cint
 
+# The values of starling_status_t. starling_status_string() explains each; the
+# message of starling_last_error() says what exactly went wrong.
 const starling_status_code = Cint
 const STARLING_SUCCESS = Cint(0)
 const STARLING_IN_PROGRESS = Cint(1)
@@ -184,20 +186,14 @@ const STARLING_GPU_PATH_NONE = Cint(0)
 const STARLING_GPU_PATH_STAGED = Cint(1)
 const STARLING_GPU_PATH_NCCL = Cint(2)
 
-# Classic collectives. All are collective over the context; `name` (may be NULL) is
-# a label for diagnostics and the timeline, not a rendezvous key.
+# The reduction of starling_allreduce and starling_local_allreduce.
 const starling_reduce_op_t = Cint
 const STARLING_SUM = Cint(0)
 const STARLING_AVERAGE = Cint(1)
 const STARLING_MIN = Cint(2)
 const STARLING_MAX = Cint(3)
 
-# Topologies: weighted directed graphs over `size` ranks. Edge i -> j with weight w
-# means rank j receives rank i's tensor scaled by w; an edge r -> r is r's self
-# weight. Topologies are local objects (no communication); the generators produce the
-# same edges and weights as BlueFog's topology_util (see README for the one
-# deliberate difference). PRODUCES *out: free it with starling_topology_free.
-# Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out).
+# The edges of starling_topology_ring.
 const starling_ring_style_t = Cint
 const STARLING_RING_BIDIRECTIONAL = Cint(0)
 const STARLING_RING_LEFT = Cint(1)
@@ -279,6 +275,8 @@ const STARLING_COMPRESS_TOPK = Cint(3)
 const STARLING_COMPRESS_RANDOMK = Cint(4)
 const STARLING_COMPRESS_SIGN = Cint(5)
 
+# How a compressed call compresses: initialize with STARLING_COMPRESSION_INIT (no
+# compression), then set compressor and its parameters.
 struct starling_compression_t
     struct_size::Csize_t
     compressor::Cint
@@ -292,6 +290,7 @@ end
 starling_compression_t(; struct_size=sizeof(starling_compression_t), compressor=STARLING_COMPRESS_NONE, k=0, ratio=0.0, seed=0, error_feedback=0, gamma=1.0) =
     starling_compression_t(struct_size, compressor, k, ratio, seed, error_feedback, gamma)
 
+# Options of put, accumulate and get: initialize with STARLING_WINDOW_ARGS_INIT.
 struct starling_window_args_t
     struct_size::Csize_t
     num_ranks::Cint
@@ -304,6 +303,8 @@ end
 starling_window_args_t(; struct_size=sizeof(starling_window_args_t), num_ranks=0, ranks=C_NULL, weights=C_NULL, self_weight=1.0, require_mutex=0) =
     starling_window_args_t(struct_size, num_ranks, ranks, weights, self_weight, require_mutex)
 
+# Options of update and update_then_collect: initialize with
+# STARLING_WINDOW_UPDATE_ARGS_INIT.
 struct starling_window_update_args_t
     struct_size::Csize_t
     use_weights::Cint
@@ -677,6 +678,7 @@ function starling_topology_free(topo)
     ccall((:starling_topology_free, libstarling), starling_status_t, (starling_topology_t,), topo)
 end
 
+# out = the number of ranks the graph spans.
 function starling_topology_size(topo, out)
     ccall((:starling_topology_size, libstarling), starling_status_t, (starling_topology_t, Ptr{Cint}), topo, out)
 end

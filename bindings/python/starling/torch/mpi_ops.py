@@ -223,6 +223,7 @@ def size() -> int:
 
 
 def rank() -> int:
+    """This process's rank (0 to size() - 1)."""
     return S.require_context()._rank
 
 
@@ -233,6 +234,7 @@ def local_size() -> int:
 
 
 def local_rank() -> int:
+    """This rank's index among the ranks of its machine."""
     return _core.local_rank(S.require_context()._handle)
 
 
@@ -242,11 +244,13 @@ def is_homogeneous() -> bool:
 
 
 def machine_size() -> int:
+    """The number of machines (hosts, or groups of BLUEFOG/STARLING_NODES_PER_MACHINE ranks)."""
     assert is_homogeneous(), "Only supports homogeneous environment now"
     return _core.machine_size(S.context._handle)
 
 
 def machine_rank() -> int:
+    """The index of this rank's machine."""
     assert is_homogeneous(), "Only supports homogeneous environment now"
     return _core.machine_rank(S.context._handle)
 
@@ -272,10 +276,12 @@ def nccl_built() -> bool:
 
 # ---- topology ---------------------------------------------------------------------------
 def is_topo_weighted() -> bool:
+    """True when the topology was set weighted (operations default to its weights)."""
     return S.is_weighted
 
 
 def is_machine_topo_weighted() -> bool:
+    """True when the machine topology was set weighted."""
     return S.is_machine_weighted
 
 
@@ -285,6 +291,7 @@ def load_topology() -> Optional[nx.DiGraph]:
 
 
 def load_machine_topology() -> Optional[nx.DiGraph]:
+    """The graph over machines set by set_machine_topology, as a networkx DiGraph, or None."""
     return S.machine_topology
 
 
@@ -294,14 +301,17 @@ def in_neighbor_ranks() -> List[int]:
 
 
 def out_neighbor_ranks() -> List[int]:
+    """The ranks this rank sends to in the topology, in ascending order."""
     return list(S.out_ranks)
 
 
 def in_neighbor_machine_ranks() -> List[int]:
+    """The machines this rank's machine receives from in the machine topology."""
     return list(S.in_machine_ranks)
 
 
 def out_neighbor_machine_ranks() -> List[int]:
+    """The machines this rank's machine sends to in the machine topology."""
     return list(S.out_machine_ranks)
 
 
@@ -359,6 +369,7 @@ def suspend() -> None:
 
 
 def resume() -> None:
+    """Undoes suspend(): operations are accepted again."""
     context = S.require_context()
     S.suspended, S.handle = False, context._handle
 
@@ -373,6 +384,7 @@ def set_skip_negotiate_stage(value: bool) -> None:
 
 
 def get_skip_negotiate_stage() -> bool:
+    """The flag set_skip_negotiate_stage stored (Starling has no negotiation stage)."""
     return S.skip_negotiate_stage
 
 
@@ -394,6 +406,7 @@ def timeline_start_activity(tensor_name: str, activity_name: str) -> bool:
 
 
 def timeline_end_activity(tensor_name: str) -> bool:
+    """Ends the activity started last on tensor_name's lane; False when the timeline is off."""
     if not S.timeline_on:
         return _timeline_off()
     _core.timeline_end_activity(S.context._handle, tensor_name)
@@ -402,6 +415,7 @@ def timeline_end_activity(tensor_name: str) -> bool:
 
 @contextlib.contextmanager
 def timeline_context(tensor_name: str, activity_name: str) -> Iterator[None]:
+    """A context manager: timeline_start_activity on entry, timeline_end_activity on exit."""
     timeline_start_activity(tensor_name, activity_name)
     try:
         yield
@@ -520,6 +534,7 @@ def allreduce(tensor: torch.Tensor, average: bool = True, is_hierarchical_local:
 
 def allreduce_nonblocking(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
                           name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    """As allreduce, returning a handle for poll / synchronize / wait."""
     if compression is not None:
         return _compressed_allreduce(tensor, None, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, None, average, is_hierarchical_local, name, True)
@@ -535,6 +550,7 @@ def allreduce_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local
 
 def allreduce_nonblocking_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
                            name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    """As ``allreduce_`` (in place), returning a handle for poll / synchronize / wait."""
     if compression is not None:
         return _compressed_allreduce(tensor, tensor, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, tensor, average, is_hierarchical_local, name, True)
@@ -563,14 +579,17 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) 
 
 
 def broadcast_nonblocking(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> int:
+    """As broadcast, returning a handle for poll / synchronize / wait."""
     return _broadcast(tensor, None, root_rank, name, True)
 
 
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> torch.Tensor:
+    """Broadcast in place: every rank's tensor becomes root_rank's; returns it."""
     return _broadcast(tensor, tensor, root_rank, name, False)
 
 
 def broadcast_nonblocking_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> int:
+    """As ``broadcast_`` (in place), returning a handle for poll / synchronize / wait."""
     return _broadcast(tensor, tensor, root_rank, name, True)
 
 
@@ -641,6 +660,7 @@ def neighbor_allgather(tensor: torch.Tensor, *, src_ranks: Optional[List[int]] =
 def neighbor_allgather_nonblocking(tensor: torch.Tensor, *, src_ranks: Optional[List[int]] = None,
                                    dst_ranks: Optional[List[int]] = None, enable_topo_check: bool = True,
                                    name: Optional[str] = None) -> int:
+    """As neighbor_allgather, returning a handle for poll / synchronize / wait."""
     return _neighbor_allgather(tensor, src_ranks, dst_ranks, enable_topo_check, name, True)
 
 
@@ -746,6 +766,7 @@ def neighbor_allreduce_nonblocking(tensor: torch.Tensor, *, self_weight: Optiona
                                    dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
                                    enable_topo_check: bool = True, name: Optional[str] = None,
                                    compression: Optional[Compression] = None, **deprecated: Any) -> int:
+    """As neighbor_allreduce, returning a handle for poll / synchronize / wait."""
     if deprecated:
         _reject_keywords("neighbor_allreduce_nonblocking", deprecated, _NEIGHBOR_DEPRECATED)
     if compression is not None:
@@ -798,6 +819,7 @@ def hierarchical_neighbor_allreduce_nonblocking(tensor: torch.Tensor, *, self_we
                                                 dst_machine_weights: Optional[Union[Dict[int, float],
                                                                                     List[int]]] = None,
                                                 enable_topo_check: bool = False, name: Optional[str] = None) -> int:
+    """As hierarchical_neighbor_allreduce, returning a handle for poll / synchronize / wait."""
     return _neighbor_allreduce(1, tensor, _hierarchical_args(self_weight, src_machine_weights, dst_machine_weights),
                                enable_topo_check, name, True)
 
@@ -829,6 +851,7 @@ def pair_gossip(tensor: torch.Tensor, target_rank: int, self_weight: Optional[fl
 
 def pair_gossip_nonblocking(tensor: torch.Tensor, target_rank: int, self_weight: Optional[float] = None,
                             pair_weight: Optional[float] = None, name: Optional[str] = None) -> int:
+    """As pair_gossip, returning a handle for poll / synchronize / wait."""
     return _pair_gossip(tensor, target_rank, self_weight, pair_weight, name, True)
 
 
