@@ -22,6 +22,11 @@ done
 if [ "$build" = 1 ]; then
   bash packaging/build.sh
 fi
+if ! /usr/bin/python3 -c "import sphinx, myst_parser" 2>/dev/null; then
+  echo "docs: Sphinx or MyST is missing (packaging/install-deps.sh installs python3-sphinx and python3-myst-parser)" >&2
+  [ "${CI:-}" = "true" ] && exit 1
+  exit 77
+fi
 export STARLING_BUILD_DIR=$(cd "$BUILD" && pwd)
 OUT=$STARLING_BUILD_DIR/docs
 start=$SECONDS

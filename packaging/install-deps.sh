@@ -14,6 +14,7 @@ PACKAGES=(
   python3-setuptools python3-wheel python3-pip python3-venv
   default-jdk-headless junit4 libhamcrest-java
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
+  python3-sphinx python3-myst-parser  # the documentation (packaging/docs.sh, ctest docs)
 )
 
 # From PyPI (Debian 12 has no JAX): CPU JAX for the JAX tests and example. 0.4.38 is

@@ -6,7 +6,9 @@
 2. Every literalinclude'd file either lives in docs/snippets/ (run here, at the rank
    counts its first line names: "ranks: 1 2 4") or is run by a ctest test (its file name
    appears in a CMakeLists.txt of examples/ or tests/).
-3. Shell blocks: every source-tree path they name exists; every build-tree path
+3. The README's program blocks are excerpts of those snippets: every line of them must
+   be a line of a snippet in the same language.
+4. Shell blocks: every source-tree path they name exists; every build-tree path
    (build/...) exists in the build; every starlingrun option they use is in
    `starlingrun --help`.
 
@@ -144,6 +146,25 @@ class Checker:
                     if opt not in self.help:
                         self.problem(where, "starlingrun has no option %s (starlingrun --help)" % opt)
 
+    def check_readme(self):
+        by_lang = {}
+        for path in glob.glob(os.path.join(DOCS, "snippets", "*")):
+            lang = {".py": "python", ".c": "c", ".java": "java", ".jl": "julia"}.get(os.path.splitext(path)[1])
+            by_lang.setdefault(lang, set()).update(" ".join(l.split()) for l in open(path))
+        text = open(os.path.join(ROOT, "README.md")).read()
+        for info, body, line in fences(text):
+            lang = info.split()[0].lower() if info else ""
+            if lang in ("sh", "bash", "console", "shell"):
+                self.check_shell("README.md:%d" % line, body)
+                continue
+            if lang not in PROGRAM_LANGS:
+                continue
+            known = by_lang.get({"py": "python", "jl": "julia"}.get(lang, lang), set())
+            for k, code in enumerate(body.split("\n")):
+                if code.strip() and " ".join(code.split()) not in known:
+                    self.problem("README.md:%d" % (line + 1 + k), "not a line of any docs/snippets/ program "
+                                 "in %s (README examples are excerpts of tested snippets): %s" % (lang, code.strip()))
+
     def run_snippets(self):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(self.build, "python") + os.pathsep + env.get("PYTHONPATH", "")
@@ -199,6 +220,7 @@ def main():
     c = Checker(args.build_dir, not args.no_run)
     for page in pages():
         c.check_page(page)
+    c.check_readme()
     unused = set(glob.glob(os.path.join(DOCS, "snippets", "*"))) - c.snippets
     for path in sorted(unused):
         c.problem(os.path.relpath(path, ROOT), "a snippet no page includes")
