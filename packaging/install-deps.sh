@@ -53,7 +53,7 @@ else
 fi
 
 # Open MPI 5 with ULFM (fault tolerance), for the second build that tests/ompi5/run.sh
-# makes (README, Surviving failures): the PyPI wheel is self-contained (mpicc, mpirun,
+# makes (docs/concepts/fault-tolerance.md): the PyPI wheel is self-contained (mpicc, mpirun,
 # headers), installed into a venv of its own so Debian's Open MPI 4.1 (the default
 # build's), mpi4py and NumPy stay untouched. STARLING_OMPI5_PREFIX moves it.
 OMPI5_VERSION=5.0.11

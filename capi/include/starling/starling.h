@@ -213,7 +213,7 @@ STARLING_API starling_status_t starling_context_abort(starling_context_t ctx);
  * started with it (`mpirun --with-ft ulfm`, `starlingrun --fault-tolerant`), a rank's
  * death no longer ends the job, and the context can go on without it:
  * - Detection: MPI reports the death (measured: 0.03-0.05 s after a SIGKILL on one
- *   host, README "Surviving failures"); Starling then revokes the context's
+ *   host, docs/reliability.md); Starling then revokes the context's
  *   communicators, so on EVERY surviving rank every pending and later operation of the
  *   context fails with STARLING_ERR_PEER_FAILED and a message naming the dead rank(s)
  *   ("rank 2 (pid 1234 on host vm) is gone ..."), also operations that do not involve
@@ -562,8 +562,8 @@ STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t c
  * Topologies: weighted directed graphs over `size` ranks. Edge i -> j with weight w
  * means rank j receives rank i's tensor scaled by w; an edge r -> r is r's self
  * weight. Topologies are local objects (no communication); the generators produce the
- * same edges and weights as BlueFog's topology_util (see README for the one
- * deliberate difference). PRODUCES *out: free it with starling_topology_free.
+ * same edges and weights as BlueFog's topology_util (see docs/tutorials/migrating-from-bluefog.md
+ * for the one deliberate difference). PRODUCES *out: free it with starling_topology_free.
  * Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out). */
 
 /* The edges of starling_topology_ring. */
@@ -815,7 +815,7 @@ STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context
                                                                 starling_request_t* req);
 
 /* ---------------------------------------------------------------------------------
- * Compressed communication (README "Compressed communication" has the details).
+ * Compressed communication (docs/concepts/compression.md has the details).
  *
  * Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
  * anything else is UNSUPPORTED):

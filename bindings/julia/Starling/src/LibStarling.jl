@@ -245,7 +245,7 @@ end
 starling_neighbor_args_t(; struct_size=sizeof(starling_neighbor_args_t), use_weights=0, self_weight=0.0, num_sources=0, source_ranks=C_NULL, source_weights=C_NULL, dynamic=0, num_destinations=0, destination_ranks=C_NULL, destination_weights=C_NULL, check_topology=0, name=C_NULL) =
     starling_neighbor_args_t(struct_size, use_weights, self_weight, num_sources, source_ranks, source_weights, dynamic, num_destinations, destination_ranks, destination_weights, check_topology, name)
 
-# Compressed communication (README "Compressed communication" has the details).
+# Compressed communication (docs/concepts/compression.md has the details).
 #
 # Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
 # anything else is UNSUPPORTED):
