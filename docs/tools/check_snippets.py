@@ -9,8 +9,8 @@
 3. The README's program blocks are excerpts of those snippets: every line of them must
    be a line of a snippet in the same language.
 4. Shell blocks: every source-tree path they name exists; every build-tree path
-   (build/...) exists in the build; every starlingrun option they use is in
-   `starlingrun --help`.
+   (build/...) exists in the build; every starlingrun option they use (there and in
+   `starlingrun ...` quoted in the prose) is in `starlingrun --help`.
 
 usage: check_snippets.py [--build-dir build] [--no-run]
 """
@@ -90,6 +90,9 @@ class Checker:
     def check_page(self, path):
         rel = os.path.relpath(path, ROOT)
         text = open(path).read()
+        # starlingrun command lines quoted in the prose: their options must exist too.
+        for m in re.finditer(r"`(starlingrun [^`]*)`", text):
+            self.check_shell("%s:%d" % (rel, text.count("\n", 0, m.start()) + 1), m.group(1))
         for info, body, line in fences(text):
             where = "%s:%d" % (rel, line)
             lang = info.split()[0].lower() if info else ""
