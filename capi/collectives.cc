@@ -60,6 +60,26 @@ starling_status_t AllgatherFirstDims(starling_context_t ctx, const DLTensor* in,
   });
 }
 
+starling_status_t ReduceScatter(starling_context_t ctx, const DLTensor* in, DLTensor* out, const int64_t* counts,
+                                const starling_reduce_op_t& op, const char* name, starling_request_t* req,
+                                bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    const ReduceOp reduce = ToReduceOp(op);
+    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
+      return ops::MakeReduceScatter(c, v[0], v[1], counts, reduce, NameOf(name));
+    });
+  });
+}
+
+starling_status_t Alltoall(starling_context_t ctx, const DLTensor* in, DLTensor* out, const int64_t* send_counts,
+                           const int64_t* recv_counts, const char* name, starling_request_t* req, bool nonblocking) {
+  return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
+    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
+      return ops::MakeAlltoall(c, v[0], v[1], send_counts, recv_counts, NameOf(name));
+    });
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -104,6 +124,30 @@ STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(starlin
                                                                          const char* name,
                                                                          starling_request_t* req) {
   return AllgatherFirstDims(ctx, in, first_dims, name, req, true);
+}
+
+STARLING_API starling_status_t starling_reduce_scatter(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                       const int64_t* counts, starling_reduce_op_t op,
+                                                       const char* name) {
+  return ReduceScatter(ctx, in, out, counts, op, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_reduce_scatter_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                                   DLTensor* out, const int64_t* counts,
+                                                                   starling_reduce_op_t op, const char* name,
+                                                                   starling_request_t* req) {
+  return ReduceScatter(ctx, in, out, counts, op, name, req, true);
+}
+
+STARLING_API starling_status_t starling_alltoall(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                 const int64_t* send_counts, const int64_t* recv_counts,
+                                                 const char* name) {
+  return Alltoall(ctx, in, out, send_counts, recv_counts, name, nullptr, false);
+}
+STARLING_API starling_status_t starling_alltoall_nonblocking(starling_context_t ctx, const DLTensor* in,
+                                                             DLTensor* out, const int64_t* send_counts,
+                                                             const int64_t* recv_counts, const char* name,
+                                                             starling_request_t* req) {
+  return Alltoall(ctx, in, out, send_counts, recv_counts, name, req, true);
 }
 
 STARLING_API starling_status_t starling_barrier(starling_context_t ctx) {

@@ -7,6 +7,7 @@
 #include "impl/common/dtype.h"
 #include "impl/device/caller_stream.h"
 #include "impl/device/gpu_state.h"
+#include "impl/ops/collectives.h"
 
 namespace starling::capi {
 
@@ -109,6 +110,32 @@ STARLING_API starling_status_t starling_context_create(const starling_context_op
   CheckOut(out, "out");
   *out = nullptr;
   *out = Contexts().Add(runtime::Context::Create(ParseOptions(options)));
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_split(starling_context_t ctx, int color, int key,
+                                                      const starling_split_options_t* options,
+                                                      starling_context_t* out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  *out = nullptr;
+  const starling_split_options_t o =
+      CopyOptions(options, starling_split_options_t STARLING_SPLIT_OPTIONS_INIT,
+                  offsetof(starling_split_options_t, nodes_per_machine) + sizeof(int), "options",
+                  "STARLING_SPLIT_OPTIONS_INIT");
+  STARLING_CHECK_ARG(o.nodes_per_machine >= 0, "options->nodes_per_machine must be >= 0, got ", o.nodes_per_machine);
+  std::shared_ptr<runtime::Context> parent = Contexts().Get(ctx);
+  MPI_Comm comm = MPI_COMM_NULL;
+  RunBlocking(*parent, ops::MakeContextSplit(*parent, color, key, &comm));
+  if (comm == MPI_COMM_NULL) return STARLING_SUCCESS;  // STARLING_SPLIT_UNDEFINED
+  struct Free {
+    MPI_Comm& comm;
+    ~Free() { MPI_Comm_free(&comm); }  // the new context holds its own duplicates
+  } free_comm{comm};
+  runtime::ContextOptions parsed;
+  parsed.nodes_per_machine = o.nodes_per_machine;
+  parsed.split_comm = comm;
+  *out = Contexts().Add(runtime::Context::Create(parsed));
   STARLING_API_END();
 }
 

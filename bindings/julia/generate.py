@@ -314,8 +314,9 @@ def comment_lines(doc, indent=""):
 
 def define_value(body, known):
     """A #define body as a Julia expression, or None when it is not a plain constant."""
-    if re.fullmatch(r"-?\d+", body):
-        return body
+    literal = re.fullmatch(r"\(?(-?\d+)\)?", body)  # 5, -1, (-1)
+    if literal and body.count("(") == body.count(")"):
+        return literal.group(1)
     expr = body.replace("/", "÷")
     names = re.findall(r"[A-Za-z_]\w*", expr)
     if names and all(n in known for n in names) and re.fullmatch(r"[\w\s()+\-*÷,]+", expr):
@@ -430,8 +431,9 @@ def constants(h):
     for name in sorted(h.enums):
         values.update(h.enums[name])
     for name, params, body in h.defines:
-        if params is None and re.fullmatch(r"-?\d+", body):
-            values[name] = int(body)
+        literal = re.fullmatch(r"\(?(-?\d+)\)?", body) if params is None else None
+        if literal and body.count("(") == body.count(")"):
+            values[name] = int(literal.group(1))
     return values
 
 

@@ -59,6 +59,8 @@ void RawNeighborAverage(const Peers& peers, float* x, float* out, std::vector<st
 
 // The families: each runs its comparisons for every size and returns the rows.
 std::vector<Row> RunCollectives(BenchContext& b, const std::string& op, const std::vector<size_t>& sizes);
+// reduce_scatter, reduce_scatterv, alltoall, alltoallv (bench_scatter.cc).
+std::vector<Row> RunScatter(BenchContext& b, const std::string& op, const std::vector<size_t>& sizes);
 std::vector<Row> RunNeighbor(BenchContext& b, const std::string& variant, const std::vector<size_t>& sizes);
 std::vector<Row> RunFusion(BenchContext& b);
 std::vector<Row> RunWindows(BenchContext& b, const std::string& op, const std::vector<size_t>& sizes);

@@ -6,8 +6,8 @@
 //                               [--device cpu|cuda] [--gpu-path auto|staged|nccl]
 //                               [--chunk-bytes N]
 //
-// LIST (comma-separated, default all): allreduce, broadcast, allgather,
-// neighbor_exp2, neighbor_ring, neighbor_dynamic, fusion, win_put, win_accumulate.
+// LIST (comma-separated, default all): allreduce, broadcast, allgather, reduce_scatter,
+// reduce_scatterv, alltoall, alltoallv, neighbor_exp2, neighbor_ring, neighbor_dynamic, fusion, win_put, win_accumulate.
 // With --device cuda (bench_gpu.cc): allreduce, broadcast, neighbor_ring,
 // neighbor_exp2, combine, on CUDA tensors against hand-written staging or raw NCCL.
 // Prints a table (reference us, starling us, ratio, difference) and appends CSV rows.
@@ -20,8 +20,10 @@
 namespace {
 
 struct Options {
-  std::vector<std::string> ops = {"allreduce",        "broadcast", "allgather", "neighbor_exp2", "neighbor_ring",
-                                  "neighbor_dynamic", "fusion",    "win_put",   "win_accumulate"};
+  std::vector<std::string> ops = {"allreduce",      "broadcast",        "allgather",      "reduce_scatter",
+                                  "reduce_scatterv", "alltoall",        "alltoallv",      "neighbor_exp2",
+                                  "neighbor_ring",   "neighbor_dynamic", "fusion",         "win_put",
+                                  "win_accumulate"};
   size_t min_bytes = 4;
   size_t max_bytes = size_t{64} << 20;
   double budget = 0.4;
@@ -36,7 +38,7 @@ void Usage(FILE* out) {
   std::fprintf(out,
                "usage: starling_bench [--ops LIST] [--min-bytes N] [--max-bytes N] [--budget seconds] "
                "[--csv file]\n                      [--device cpu|cuda] [--gpu-path auto|staged|nccl] "
-               "[--chunk-bytes N]\n  LIST: allreduce,broadcast,allgather,neighbor_exp2,neighbor_ring,"
+               "[--chunk-bytes N]\n  LIST: allreduce,broadcast,allgather,reduce_scatter,reduce_scatterv,alltoall,alltoallv,neighbor_exp2,neighbor_ring,"
                "neighbor_dynamic,fusion,win_put,win_accumulate\n  with --device cuda: "
                "allreduce,broadcast,neighbor_ring,neighbor_exp2,combine\n");
 }
@@ -154,6 +156,8 @@ int main(int argc, char** argv) {
     std::vector<bench::Row> more;
     if (op == "allreduce" || op == "broadcast" || op == "allgather") {
       more = bench::RunCollectives(b, op, sizes);
+    } else if (op == "reduce_scatter" || op == "reduce_scatterv" || op == "alltoall" || op == "alltoallv") {
+      more = bench::RunScatter(b, op, sizes);
     } else if (op.rfind("neighbor_", 0) == 0) {
       more = bench::RunNeighbor(b, op.substr(std::strlen("neighbor_")), sizes);
     } else if (op == "fusion") {

@@ -110,7 +110,7 @@ def main():
         loss = torch.nn.functional.cross_entropy(model(train_x[index]), train_y[index])
         loss.backward()
         optimizer.step()
-        return float(loss)
+        return loss.item()
 
     for epoch in range(first_epoch, args.epochs):
         disturbed = not args.undisturbed

@@ -99,7 +99,7 @@ def train(mode, data, epochs, batch_size, lr, progress, hidden=64):
             loss = torch.nn.functional.cross_entropy(model(train_x[index]), train_y[index])
             loss.backward()
             optimizer.step()
-            total += float(loss)
+            total += loss.item()  # not float(loss): PyTorch 2.9 warns for a tensor that requires grad
         elapsed += time.perf_counter() - start
         seconds.append(elapsed)
         accuracies.append(accuracy(model, test_x, test_y))

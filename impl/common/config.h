@@ -24,6 +24,7 @@ struct Config {
   double spin_microseconds = 50.0;      // busy-wait before sleeping
   double window_poll_microseconds = 200.0;  // longest sleep between window polls
   double peer_check_seconds = 0.5;      // probe same-host peers after waiting this long; 0: never
+  double ft_detector_seconds = 0.0;     // ULFM's heartbeat detector timeout; 0: detector off
   std::string gpu_path = "auto";        // auto, staged or nccl
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
 };

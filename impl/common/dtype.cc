@@ -86,6 +86,19 @@ DLDataType ToDLDataType(DType dtype) {
 
 const char* DescribeDLDataType(DLDataType type, char* buffer, size_t size) {
   const char* base = nullptr;
+  if (IsDLBool(type)) {
+    std::snprintf(buffer, size, "bool");
+    return buffer;
+  }
+  // DLPack 1.1's narrow floats (PyTorch 2 exports float8 with them), absent from the
+  // DLPack 0.6 header: codes 7-17 of the stable ABI.
+  static const char* const kNarrowFloats[] = {
+      "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+      "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
+  if (type.code >= 7 && type.code < 7 + sizeof kNarrowFloats / sizeof kNarrowFloats[0] && type.lanes == 1) {
+    std::snprintf(buffer, size, "%s", kNarrowFloats[type.code - 7]);
+    return buffer;
+  }
   switch (type.code) {
     case kDLInt: base = "int"; break;
     case kDLUInt: base = "uint"; break;
@@ -104,5 +117,7 @@ const char* DescribeDLDataType(DLDataType type, char* buffer, size_t size) {
   }
   return buffer;
 }
+
+bool IsDLBool(DLDataType type) { return type.code == kDLPackBoolCode && type.bits == 8 && type.lanes == 1; }
 
 }  // namespace starling

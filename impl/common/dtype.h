@@ -34,7 +34,11 @@ const char* ReduceOpName(ReduceOp op);
 // complex, unusual widths...).
 std::optional<DType> FromDLDataType(DLDataType type);
 DLDataType ToDLDataType(DType dtype);
-// Human-readable DLPack type ("float32", "int8x4", "complex64", "code7bits16").
+// DLPack 1.0's kDLBool (NumPy 2 and PyTorch 2 export bool arrays with it), absent from
+// the DLPack 0.6 header Starling builds with: the code is part of the stable ABI.
+constexpr uint8_t kDLPackBoolCode = 6;
+bool IsDLBool(DLDataType type);
+// Human-readable DLPack type ("float32", "int8x4", "complex64", "bool", "code7bits16").
 const char* DescribeDLDataType(DLDataType type, char* buffer, size_t size);
 
 }  // namespace starling

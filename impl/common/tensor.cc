@@ -66,6 +66,8 @@ TensorView ViewOf(const DLTensor* tensor, const char* what) {
   if (!dtype) {
     char buffer[48];
     Fail(Code::kUnsupported, what, " has dtype ", DescribeDLDataType(tensor->dtype, buffer, sizeof buffer),
+         IsDLBool(tensor->dtype) ? ", which is not supported (convert it to uint8, whose min and max are logical "
+                                   "and and or)" : "",
          "; supported: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8");
   }
   STARLING_CHECK_ARG(tensor->ndim >= 0 && tensor->ndim <= kMaxDims, what, " has ndim ", tensor->ndim,

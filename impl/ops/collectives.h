@@ -28,6 +28,17 @@ std::unique_ptr<runtime::Op> MakeAllgather(const runtime::Context& context, cons
 std::unique_ptr<runtime::Op> MakeAllgatherFirstDims(const runtime::Context& context, const TensorView& in,
                                                     int64_t* first_dims, std::string name);
 std::unique_ptr<runtime::Op> MakeBarrier(const runtime::Context& context);
+// counts: NULL (equal blocks) or size() block sizes in elements; copied.
+std::unique_ptr<runtime::Op> MakeReduceScatter(const runtime::Context& context, const TensorView& in,
+                                               const TensorView& out, const int64_t* counts, ReduceOp op,
+                                               std::string name);
+// send_counts / recv_counts: both NULL (equal blocks) or size() entries each; copied.
+std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
+                                          const TensorView& out, const int64_t* send_counts,
+                                          const int64_t* recv_counts, std::string name);
+// The collective half of starling_context_split: agrees on the call, then splits the
+// context's communicator into *out (MPI_COMM_NULL for color < 0; the caller frees it).
+std::unique_ptr<runtime::Op> MakeContextSplit(const runtime::Context& context, int color, int key, MPI_Comm* out);
 
 // The algorithms themselves, for operations composed of several steps (hierarchical
 // averaging). `sig` carries the kind and sequence number; the rest is filled in.

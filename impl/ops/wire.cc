@@ -30,6 +30,9 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kNcclNeighborAllreduce: return "neighbor_allreduce on CUDA tensors (NCCL path)";
     case OpKind::kCompressedAllreduce: return "compressed allreduce";
     case OpKind::kChocoNeighborAllreduce: return "compressed (CHOCO) neighbor_allreduce";
+    case OpKind::kReduceScatter: return "reduce_scatter";
+    case OpKind::kAlltoall: return "alltoall";
+    case OpKind::kContextSplit: return "context_split";
   }
   return "unknown";
 }

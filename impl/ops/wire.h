@@ -37,6 +37,9 @@ enum class OpKind : uint8_t {
   kNcclNeighborAllreduce,
   kCompressedAllreduce,   // impl/compress: extra = compressor, root = its fingerprint
   kChocoNeighborAllreduce,
+  kReduceScatter,         // root = a hash of the block counts
+  kAlltoall,              // extra = 1 with per-rank counts
+  kContextSplit,
 };
 const char* OpKindName(OpKind kind);
 

@@ -17,10 +17,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->config_ = GlobalConfig();
   STARLING_CHECK_ARG(options.nodes_per_machine >= 0, "nodes_per_machine must be >= 0, got ",
                      options.nodes_per_machine);
-  transport::MpiLifetime::Acquire(!options.use_host_comm);
+  const bool split = options.split_comm != MPI_COMM_NULL;
+  transport::MpiLifetime::Acquire(!options.use_host_comm && !split);
   context->holds_mpi_ = true;
+  context->split_ = split;
   try {
-    MPI_Comm base = MPI_COMM_WORLD;
+    MPI_Comm base = split ? options.split_comm : MPI_COMM_WORLD;
     if (options.use_host_comm) {
       STARLING_CHECK_ARG(options.host_comm >= INT32_MIN && options.host_comm <= INT32_MAX,
                          "host_comm ", options.host_comm, " is not a Fortran communicator handle");
@@ -31,7 +33,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     }
     // A process started by starling_context_grow enters the running job's context.
     std::shared_ptr<TopologyState> grown;
-    MPI_Comm joined = options.use_host_comm ? MPI_COMM_NULL : JoinGrow(&grown);
+    MPI_Comm joined = options.use_host_comm || split ? MPI_COMM_NULL : JoinGrow(&grown);
     if (joined != MPI_COMM_NULL) {
       context->grown_ = true;
       try {

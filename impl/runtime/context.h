@@ -41,6 +41,9 @@ struct ContextOptions {
   bool use_host_comm = false;
   int64_t host_comm = 0;  // Fortran handle
   int nodes_per_machine = 0;
+  // starling_context_split: the communicator of the new context (borrowed; the context
+  // duplicates it). MPI is already initialized, and the context may not grow.
+  MPI_Comm split_comm = MPI_COMM_NULL;
 };
 
 // A topology as operations see it: immutable, so an operation keeps the snapshot it
@@ -180,6 +183,11 @@ class Context {
   GrowResult Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach);
   // This process entered the context through a grow (it was spawned by one).
   bool joined() const { return joined_; }
+  // starling_context_split's collective step (execution lock held, every rank in
+  // order): the communicator of the ranks with this color, or MPI_COMM_NULL.
+  MPI_Comm SplitCommunicator(int color, int key) { return transport_->Split(color, key); }
+  // Made by starling_context_split.
+  bool split() const { return split_; }
   // With ULFM: "" while MPI knows of no failed rank, else a message naming them.
   std::string KnownFailures() const;
   // Drops every module's per-context state except that of type `keep`.
@@ -221,6 +229,7 @@ class Context {
   int nodes_per_machine_ = 0;  // as created (repair recomputes the layout with it)
   bool holds_mpi_ = false;
   bool joined_ = false;
+  bool split_ = false;
   bool grown_ = false;  // grown, or joined: destroy waits for every member (a barrier)
   bool destroyed_ = false;
   std::mutex destroy_mutex_;

@@ -122,6 +122,8 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   std::lock_guard<std::mutex> destroy_lock(destroy_mutex_);
   STARLING_CHECK(!destroyed_, Code::kInvalidHandle, "the context was destroyed");
   STARLING_CHECK(!aborted(), Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
+  STARLING_CHECK(!split_, Code::kInvalidUsage, "starling_context_grow: this context was made by "
+                 "starling_context_split and cannot grow; grow the context it came from and split that again");
   STARLING_CHECK(fault_tolerant(), Code::kUnsupported, "starling_context_grow: ", transport::UlfmMissing());
   if (broken_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(broken_mutex_);

@@ -109,6 +109,15 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_grow_options;
 %ignore starling_grow_result;
 %ignore starling_context_grow;
+// starling_context_split through starling_java_context_split below (options struct).
+%ignore starling_split_options;
+%ignore starling_context_split;
+// reduce_scatter and alltoall through the helpers below: their counts are int64_t*,
+// which SWIG's cast calls long long* (a different pointer type in C on LP64).
+%ignore starling_reduce_scatter;
+%ignore starling_reduce_scatter_nonblocking;
+%ignore starling_alltoall;
+%ignore starling_alltoall_nonblocking;
 
 // ---- primitive arrays: inputs (const T*) are read, outputs (T*) copied back. NULL
 // stays NULL (the C functions accept it where the capacity is 0).
@@ -132,6 +141,7 @@ STARLING_JAVA_ARRAY(int, jint, jintArray, int, Int)
 STARLING_JAVA_ARRAY(double, jdouble, jdoubleArray, double, Double)
 STARLING_JAVA_ARRAY(int64_t, jlong, jlongArray, long, Long)
 STARLING_JAVA_ARRAY(size_t, jlong, jlongArray, long, Long)
+STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
 
 // first_dims: a direct ByteBuffer (native order, 8 bytes per entry), because a
 // nonblocking allgather writes it after the call returns.
@@ -299,6 +309,41 @@ STARLING_JAVA_IN_ARRAY(long long, jlong, jlongArray, long, Long)
 #include "builders.h"
 %}
 %include "builders.h"
+
+// ---- reduce_scatter and alltoall (counts as long[]; null: equal blocks).
+%inline %{
+starling_status_t starling_java_reduce_scatter(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                               const long long* counts, int op, const char* name) {
+  return starling_reduce_scatter(ctx, in, out, (const int64_t*)counts, (starling_reduce_op_t)op, name);
+}
+starling_status_t starling_java_reduce_scatter_nonblocking(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                           const long long* counts, int op, const char* name,
+                                                           starling_request_t* req) {
+  return starling_reduce_scatter_nonblocking(ctx, in, out, (const int64_t*)counts, (starling_reduce_op_t)op, name,
+                                             req);
+}
+starling_status_t starling_java_alltoall(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                         const long long* send_counts, const long long* recv_counts,
+                                         const char* name) {
+  return starling_alltoall(ctx, in, out, (const int64_t*)send_counts, (const int64_t*)recv_counts, name);
+}
+starling_status_t starling_java_alltoall_nonblocking(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                                     const long long* send_counts, const long long* recv_counts,
+                                                     const char* name, starling_request_t* req) {
+  return starling_alltoall_nonblocking(ctx, in, out, (const int64_t*)send_counts, (const int64_t*)recv_counts, name,
+                                       req);
+}
+%}
+
+// ---- starling_context_split: out[0] = the new context, or 0 for STARLING_SPLIT_UNDEFINED.
+%inline %{
+starling_status_t starling_java_context_split(starling_context_t ctx, int color, int key, int nodes_per_machine,
+                                              starling_context_t* out) {
+  starling_split_options_t options = STARLING_SPLIT_OPTIONS_INIT;
+  options.nodes_per_machine = nodes_per_machine;
+  return starling_context_split(ctx, color, key, &options, out);
+}
+%}
 
 // ---- starling_context_repair (after the array typemaps it uses).
 %inline %{

@@ -378,6 +378,24 @@ static PyObject* starling_py_int_list(const int* values, int count) {
 }
 %typemap(freearg) int64_t* first_dims { if (has_dims_view$argnum) PyBuffer_Release(&dims_view$argnum); }
 
+// counts (reduce_scatter, alltoall through py_reduce_scatter / py_alltoall below): None
+// or a C-contiguous int64 buffer of size() entries (the package passes a NumPy array it
+// checked); the C call copies it. void*: SWIG's cast would call int64_t long long.
+%typemap(in) const void* counts (Py_buffer counts_view, int has_counts_view = 0) {
+  $1 = NULL;
+  if ($input != Py_None) {
+    if (PyObject_GetBuffer($input, &counts_view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+    has_counts_view = 1;
+    if (counts_view.itemsize != 8 || counts_view.format == NULL || (strcmp(counts_view.format, "q") != 0 && strcmp(counts_view.format, "l") != 0)) {
+      PyErr_SetString(PyExc_TypeError, "$1_name must be an int64 buffer");
+      SWIG_fail;
+    }
+    $1 = counts_view.buf;
+  }
+}
+%typemap(freearg) const void* counts { if (has_counts_view$argnum) PyBuffer_Release(&counts_view$argnum); }
+%apply const void* counts { const void* send_counts, const void* recv_counts };
+
 // ---- handles produced by a call ----------------------------------------------------------
 %define STARLING_PY_HANDLE_OUT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE* NAME (TYPE temp = NULL) { $1 = &temp; }
@@ -449,6 +467,12 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_context_create;
+%ignore starling_split_options;
+%ignore starling_context_split;
+%ignore starling_reduce_scatter;
+%ignore starling_reduce_scatter_nonblocking;
+%ignore starling_alltoall;
+%ignore starling_alltoall_nonblocking;
 %ignore starling_get_stats;
 %ignore starling_repair_options;
 %ignore starling_repair_result;
@@ -517,6 +541,30 @@ static starling_status_t py_context_create(int use_host_comm, int64_t host_comm,
   options.host_comm = host_comm;
   options.nodes_per_machine = nodes_per_machine;
   return starling_context_create(&options, out);
+}
+
+/* reduce_scatter / alltoall, blocking (*req stays NULL: None) or not. */
+static starling_status_t py_reduce_scatter(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                           const void* counts, starling_reduce_op_t op, const char* name,
+                                           int nonblocking, starling_request_t* req) {
+  return nonblocking ? starling_reduce_scatter_nonblocking(ctx, in, out, (const int64_t*)counts, op, name, req)
+                     : starling_reduce_scatter(ctx, in, out, (const int64_t*)counts, op, name);
+}
+static starling_status_t py_alltoall(starling_context_t ctx, const DLTensor* in, DLTensor* out,
+                                     const void* send_counts, const void* recv_counts, const char* name,
+                                     int nonblocking, starling_request_t* req) {
+  return nonblocking ? starling_alltoall_nonblocking(ctx, in, out, (const int64_t*)send_counts,
+                                                     (const int64_t*)recv_counts, name, req)
+                     : starling_alltoall(ctx, in, out, (const int64_t*)send_counts, (const int64_t*)recv_counts,
+                                         name);
+}
+
+/* *out = NULL for STARLING_SPLIT_UNDEFINED (None in Python). */
+static starling_status_t py_context_split(starling_context_t ctx, int color, int key, int nodes_per_machine,
+                                          starling_context_t* out) {
+  starling_split_options_t options = STARLING_SPLIT_OPTIONS_INIT;
+  options.nodes_per_machine = nodes_per_machine;
+  return starling_context_split(ctx, color, key, &options, out);
 }
 
 /* kind: 0 neighbor_allreduce, 1 hierarchical_neighbor_allreduce. */

@@ -7,6 +7,9 @@
 //               by one process placed at rank 1 (the dead rank's place)
 //   append      no failure: grow by one process at the end (the default place)
 //   replace_ring  as replace, with a ring topology given to the grow
+//   replace_then_fail  as replace, then the last rank dies; every member (the newcomer
+//               too) repairs, checks an allreduce, and the job must still end with
+//               mpirun's status 0 (a newcomer that saw a failure must exit cleanly)
 //   replace_two rank 1 and the last rank die; the survivors grow by two processes
 //               placed at ranks {size - 1, 1} (started in that order)
 // Then every member (survivors and the newcomer) checks exact results over the grown
@@ -102,7 +105,8 @@ int main(int argc, char** argv) {
   double grow_s = 0.0;
   try {
     if (!joined) {
-      Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" || scenario == "replace_two",
+      Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" ||
+                 scenario == "replace_two" || scenario == "replace_then_fail",
              "unknown scenario");
       int tolerant = 0;
       Expect(starling_fault_tolerant(ctx, &tolerant) == STARLING_SUCCESS && tolerant == 1, "fault_tolerant");
@@ -177,6 +181,26 @@ int main(int argc, char** argv) {
       Expect(in.size() == (size > 2 ? 2u : 1u), "ring in-neighbors after grow");
     }
     CheckGrown(ctx, joined);
+    if (scenario == "replace_then_fail") {
+      // The last rank (of the first job) dies after the grow; every member, the
+      // newcomer too, repairs and computes exactly, then the job must end with status 0.
+      if (rank == size - 1) {
+        std::fflush(stdout);
+        raise(SIGKILL);
+      }
+      Tensor x(10, rank + 1.0), y(10);
+      int s = STARLING_SUCCESS;
+      for (int i = 0; i < 100000 && s == STARLING_SUCCESS; ++i)
+        s = starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the second failure");
+      Expect(s == STARLING_ERR_PEER_FAILED, "the allreduce did not fail with PEER_FAILED: " + std::to_string(s));
+      Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "repair after the grow");
+      starling_rank(ctx, &rank);
+      starling_size(ctx, &size);
+      Tensor one(10, rank + 1.0), sum(10);
+      Expect(starling_allreduce(ctx, &one.t, &sum.t, STARLING_SUM, "after the second repair") == STARLING_SUCCESS,
+             "allreduce after the second repair");
+      Expect(sum.data[0] == size * (size + 1) / 2.0, "allreduce sum after the second repair");
+    }
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
     std::printf("MEMBER rank=%d first_rank=%d joined=%d ok=1 grow_s=%.3f size=%d\n", rank, first_rank, joined, grow_s,
                 size);

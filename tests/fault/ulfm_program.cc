@@ -3,7 +3,7 @@
 //
 //   ulfm_program <scenario> [linger]   (linger: seconds the survivors wait before exiting)
 //
-// The victim (rank 1) dies by SIGKILL, sent by a thread of its own while its main
+// The victim (rank 1; rank 2 in neighbor_batch) dies by SIGKILL, sent by a thread of its own while its main
 // thread is inside the scenario's operation (or at the scenario's chosen point):
 //   allreduce         blocking allreduce in a loop
 //   neighbor_static   neighbor_allreduce over the topology
@@ -13,6 +13,14 @@
 //                     rank 2 then waits for that mutex, the others in a barrier)
 //   pushsum           push-sum over a window with associated p; survivors go on after
 //                     the repair and must agree on total x / total p
+//   neighbor_batch    four nonblocking neighbor_allreduces, wait, allreduce, barrier per
+//                     step; the victim dies at step 20 (issue 29's reproduction)
+//   stopped           as neighbor_batch, but the victim stops (SIGSTOP) instead of dying:
+//                     the launcher has nothing to report, as when a death goes
+//                     unreported; survivors must get PEER_FAILED from MPI's failure
+//                     detector; rank 0 SIGKILLs the victim at the end
+//   neighbor_batch_anytime  the same, the victim killed by a thread of its own at a
+//                     random time 0.2-0.8 s in (mid-send, mid-wait, ...)
 //   fused             after submitting half of a batch of 64 small nonblocking
 //                     allreduces (they fuse); survivors wait on every request
 //   repair            as allreduce, then the last rank dies while the others are
@@ -169,7 +177,7 @@ int main(int argc, char** argv) {
   starling_rank(ctx, &rank);
   starling_size(ctx, &size);
   starling_fault_tolerant(ctx, &ft);
-  const int victim = 1;
+  const int victim = (scenario.rfind("neighbor_batch", 0) == 0 || scenario == "stopped") && size > 3 ? 2 : 1;
   const int second_victim = size - 1;  // "repair": dies inside the repair
   try {
     Expect(ft == 1, "starling_fault_tolerant is 0 (run under mpirun --with-ft ulfm)");
@@ -185,6 +193,9 @@ int main(int argc, char** argv) {
       Expect(starling_set_window_associated_p_enabled(ctx, 1) == STARLING_SUCCESS, "associated p");
       Expect(starling_window_create(ctx, &wt.t, "ps", 1, &psw) == STARLING_SUCCESS, "window_create (push-sum)");
     }
+    // "stopped": rank 0 ends the stopped victim at the end (its pid, from everyone's).
+    Tensor pid(1, static_cast<double>(getpid())), pids(static_cast<size_t>(size));
+    Expect(starling_allgather(ctx, &pid.t, &pids.t, nullptr, "pids") == STARLING_SUCCESS, "allgather pids");
     Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier before the failure");
     if (scenario == "finish") {
       Expect(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "finish") == STARLING_SUCCESS, "allreduce");
@@ -236,6 +247,48 @@ int main(int argc, char** argv) {
         starling_request_free(reqs[i]);
       }
       Expect(failed, "no request of the batch failed");
+    } else if (scenario.rfind("neighbor_batch", 0) == 0 || scenario == "stopped") {
+      // Issue 29's reproduction: per step four nonblocking neighbor_allreduces (fused),
+      // wait for all, an allreduce and a barrier; the victim dies at the start of step
+      // 20, so the survivors wait in the batch for its contribution. Each step's sum is
+      // checked exactly.
+      constexpr int kRequests = 4;
+      std::vector<Tensor> in, out;
+      in.reserve(kRequests);
+      out.reserve(kRequests);
+      for (int i = 0; i < kRequests; ++i) {
+        in.emplace_back(256, rank + 1.0);
+        out.emplace_back(256);
+      }
+      if (rank == victim && scenario == "neighbor_batch_anytime") {
+        srand(static_cast<unsigned>(getpid()));
+        DieLater(rank, 0.2 + 0.6 * (rand() / (RAND_MAX + 1.0)));  // at any point of a step
+      }
+      for (int step = 0; status == STARLING_SUCCESS; ++step) {
+        Expect(Mono() - loop_start < 20, "no failure within 20 s");
+        if (rank == victim && step == 20 && scenario == "neighbor_batch") Die(rank);
+        if (rank == victim && step == 20 && scenario == "stopped") {
+          // Not dead, so the launcher reports nothing: only a failure detector of
+          // MPI's own can find it. Rank 0 SIGKILLs it once the survivors are done.
+          std::printf("VICTIM rank=%d pid=%d mono=%.6f\n", rank, static_cast<int>(getpid()), Mono());
+          std::fflush(stdout);
+          raise(SIGSTOP);
+        }
+        starling_request_t reqs[kRequests] = {};
+        for (int i = 0; i < kRequests; ++i)
+          Expect(starling_neighbor_allreduce_nonblocking(ctx, &in[i].t, &out[i].t, nullptr, &reqs[i]) ==
+                     STARLING_SUCCESS, "neighbor_allreduce_nonblocking");
+        for (int i = 0; i < kRequests; ++i) {
+          const int s = starling_request_wait(reqs[i]);
+          if (s != STARLING_SUCCESS && status == STARLING_SUCCESS) status = s;
+          starling_request_free(reqs[i]);
+        }
+        if (status != STARLING_SUCCESS) break;
+        status = starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "step");
+        if (status != STARLING_SUCCESS) break;
+        Expect(y.data[0] == size * (size + 1) / 2.0, "allreduce sum at step " + std::to_string(step));
+        status = starling_barrier(ctx);
+      }
     } else {
       if (rank == victim) DieLater(rank, 0.2);
       const int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -329,6 +382,7 @@ int main(int argc, char** argv) {
     if (win != nullptr) Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
     if (psw != nullptr) Expect(starling_window_free(psw) == STARLING_SUCCESS, "window_free (push-sum)");
     std::this_thread::sleep_for(std::chrono::duration<double>(linger));
+    if (scenario == "stopped" && rank == 0) kill(static_cast<pid_t>(pids.data[static_cast<size_t>(victim)]), SIGKILL);
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
     std::printf("SURVIVOR rank=%d ok=1 detect_mono=%.6f repaired_mono=%.6f repair_s=%.6f new_rank=%d new_size=%d "
                 "%smessage=%s\n",

@@ -24,6 +24,8 @@ enum Entry : uint8_t {
   kTopology,       // topology_create from the edge lists, set_topology, queries
   kContextCreate,  // context options
   kStats,          // starling_get_stats with a fuzzed struct_size
+  kReduceScatter,  // counts: the harness's first_dims list (kNullFirstDims: NULL)
+  kAlltoall,       // send and recv counts: first_dims and first_dims + 1 (NULL as above)
   kNumEntries,
 };
 

@@ -165,6 +165,14 @@ starling_status_t Call(Entry entry, const CallRecipe& r, DLTensor* in, DLTensor*
       stats.struct_size = r.args.struct_size % 128;
       return starling_get_stats(ctx, &stats);
     }
+    case kReduceScatter:
+      return nb ? starling_reduce_scatter_nonblocking(ctx, in, out, dims, op, "fuzz", req)
+                : starling_reduce_scatter(ctx, in, out, dims, op, "fuzz");
+    case kAlltoall: {
+      const int64_t* recv = dims && (r.flags & kNullArgs) == 0 ? dims + 1 : nullptr;  // one NULL: refused
+      return nb ? starling_alltoall_nonblocking(ctx, in, out, dims, recv, "fuzz", req)
+                : starling_alltoall(ctx, in, out, dims, recv, "fuzz");
+    }
     case kNumEntries:
       break;
   }
@@ -172,7 +180,8 @@ starling_status_t Call(Entry entry, const CallRecipe& r, DLTensor* in, DLTensor*
 }
 
 bool TakesOut(Entry e) {
-  return e != kAllgatherFirstDims && e != kNeighborAllgatherFirstDims && e < kTopology;
+  return (e != kAllgatherFirstDims && e != kNeighborAllgatherFirstDims && e < kTopology) || e == kReduceScatter ||
+         e == kAlltoall;
 }
 
 // A real collective on harness data: the context must work after any input.
@@ -208,7 +217,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   DLTensor* pout = (r.flags & kInPlace) ? pin : (r.flags & kNullOut) ? nullptr : &out.tensor;
   const Verdict vin = pin ? Judge(*pin) : Verdict{true};
   const Verdict vout = pout ? Judge(*pout) : Verdict{true};
-  const bool takes_in = entry < kTopology, takes_out = TakesOut(entry);
+  const bool takes_in = entry < kTopology || entry == kReduceScatter || entry == kAlltoall;
+  const bool takes_out = TakesOut(entry);
   if ((takes_in && !SafeToCall(vin, h.arena, kArenaBytes)) || (takes_out && !SafeToCall(vout, h.arena, kArenaBytes)))
     return 0;  // a valid descriptor beyond the arena: the library would rightly use that memory
   // Fortran handles from 3 up may name a live communicator, even a context's own.

@@ -2,6 +2,8 @@
 // are refused first; without ULFM repair is UNSUPPORTED saying what is needed; under
 // ULFM (`mpirun --with-ft ulfm`, tests/fault) it is a collective that drops nothing,
 // installs a given topology and keeps windows working (exact results).
+#include <signal.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -40,6 +42,19 @@ TEST_F(Repair, BadArguments) {
                "STARLING_REPAIR_RESULT_INIT");
   // Nothing was changed: the context still works.
   ASSERT_OK(starling_barrier(ctx));
+}
+
+// Under ULFM a write to a dead peer's socket must not end a survivor: SIGPIPE (whose
+// default action this C program keeps) is ignored once a fault-tolerant context exists.
+// Before: the marathon's survivors died of "signal 13 (Broken pipe)" when a grown rank
+// was killed (issue 29).
+TEST_F(Repair, BrokenPipesDoNotEndSurvivors) {
+  int ft = -1;
+  ASSERT_OK(starling_fault_tolerant(ctx, &ft));
+  struct sigaction current {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
+  if (ft == 0) return;  // left as the program (or its parent) set it
+  EXPECT_EQ(current.sa_handler, SIG_IGN) << "SIGPIPE would end this survivor when a peer's socket breaks";
 }
 
 TEST_F(Repair, WithoutAFailure) {

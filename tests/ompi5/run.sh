@@ -35,7 +35,7 @@ fi
 java=()
 grep -q "^STARLING_JUNIT4_JAR:FILEPATH=/" build-ompi5/CMakeCache.txt && java=(starling_java_tests)
 cmake --build build-ompi5 -j2 --target starling starlingrun starling_python starling_fault_program \
-  starling_ulfm_program starling_grow_program starling_init_then_exit starling_mpi_programs "${java[@]}"
+  starling_ulfm_program starling_grow_program starling_marathon_program starling_init_then_exit starling_mpi_programs "${java[@]}"
 cd build-ompi5
 # starlingrun runs the `mpirun` first on PATH: Open MPI 5's, for the launcher tests.
 PATH="$prefix/bin:$PATH" ctest -L "$labels" --output-on-failure --timeout 300

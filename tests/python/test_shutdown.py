@@ -16,6 +16,7 @@ def test_before_init_every_call_says_to_init():
         with pytest.raises(ValueError, match=r"not been initialized; call starling.torch.init\(\) first"):
             call()
     assert bf.load_topology() is None and bf.in_neighbor_ranks() == []
+    assert bf.is_initialized() is False
 
 
 def test_use_after_shutdown():
@@ -25,8 +26,10 @@ def test_use_after_shutdown():
     handle = bf.allreduce_nonblocking(x, average=False)
     assert bf.win_create(torch.zeros(3), "w")
     request = ctx.allreduce_nonblocking(np.ones(3))
+    assert bf.is_initialized() is True
     bf.shutdown()  # frees the windows; the queued allreduce still finishes
     bf.shutdown()  # idempotent
+    assert bf.is_initialized() is False
     assert torch.all(bf.synchronize(handle) == SIZE * (SIZE - 1) / 2)
     assert np.all(request.wait() == SIZE)
 

@@ -28,6 +28,21 @@ def test_layout():
     assert bf.nccl_built() is False
 
 
+def test_init_again_is_local_and_keeps_the_topology():
+    # Horovod-style programs call init() again and again, not as often on every rank:
+    # after the first, init() is local (before, each call set the topology, a
+    # collective, so ranks fell out of step and the next collective mismatched).
+    bf.set_topology(bf.RingGraph(SIZE))
+    for _ in range(RANK + 1):
+        bf.init()
+        assert bf.is_initialized()
+    assert bf.in_neighbor_ranks() == sorted({(RANK - 1) % SIZE, (RANK + 1) % SIZE} - {RANK})
+    total = bf.allreduce(torch.full((3,), float(RANK + 1)), average=False)
+    assert torch.equal(total, torch.full((3,), SIZE * (SIZE + 1) / 2))
+    bf.init(lambda n: bf.RingGraph(n))  # with a topology: sets it again (collective, as BlueFog)
+    assert bf.in_neighbor_ranks() == sorted({(RANK - 1) % SIZE, (RANK + 1) % SIZE} - {RANK})
+
+
 def test_public_names_of_bluefog_torch_are_all_here():
     names = """init shutdown size local_size rank local_rank machine_size machine_rank load_topology set_topology
     load_machine_topology set_machine_topology in_neighbor_ranks out_neighbor_ranks in_neighbor_machine_ranks

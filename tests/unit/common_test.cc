@@ -47,6 +47,10 @@ TEST(Config, DefaultsWhenUnset) {
 TEST(Config, PeerCheckSeconds) {
   EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "2"}}).peer_check_seconds, 2.0);
   EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "0"}}).peer_check_seconds, 0.0);
+  EXPECT_EQ(Parse({}).ft_detector_seconds, 0.0);
+  EXPECT_EQ(Parse({{"STARLING_FT_DETECTOR_SECONDS", "1.5"}}).ft_detector_seconds, 1.5);
+  EXPECT_NE(ParseError({{"STARLING_FT_DETECTOR_SECONDS", "soon"}}).find("STARLING_FT_DETECTOR_SECONDS"),
+            std::string::npos);
   EXPECT_NE(ParseError({{"STARLING_PEER_CHECK_SECONDS", "-1"}}).find("STARLING_PEER_CHECK_SECONDS"),
             std::string::npos);
 }
@@ -127,6 +131,14 @@ TEST(DType, RejectsUnsupportedTypes) {
   char buffer[48];
   EXPECT_STREQ(DescribeDLDataType({kDLFloat, 32, 4}, buffer, sizeof buffer), "float32x4");
   EXPECT_STREQ(DescribeDLDataType({kDLComplex, 64, 1}, buffer, sizeof buffer), "complex64");
+  // DLPack 1.0's kDLBool (code 6; NumPy 2, PyTorch 2): refused, and named.
+  EXPECT_FALSE(FromDLDataType({kDLPackBoolCode, 8, 1}).has_value());
+  EXPECT_STREQ(DescribeDLDataType({kDLPackBoolCode, 8, 1}, buffer, sizeof buffer), "bool");
+  // DLPack 1.1's float8 codes (PyTorch 2's float8_e4m3fn and float8_e5m2): named.
+  EXPECT_FALSE(FromDLDataType({10, 8, 1}).has_value());
+  EXPECT_STREQ(DescribeDLDataType({10, 8, 1}, buffer, sizeof buffer), "float8_e4m3fn");
+  EXPECT_STREQ(DescribeDLDataType({12, 8, 1}, buffer, sizeof buffer), "float8_e5m2");
+  EXPECT_STREQ(DescribeDLDataType({18, 8, 1}, buffer, sizeof buffer), "code18bits8");
 }
 
 // A DLTensor over caller-provided storage.

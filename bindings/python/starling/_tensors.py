@@ -97,7 +97,7 @@ class TorchAdapter:
     def capsule(self, x: Any) -> Any:
         try:
             capsule = self._to_dlpack(x)
-        except RuntimeError as e:
+        except (RuntimeError, TypeError, BufferError) as e:  # PyTorch 2: BufferError (meta, float8)
             raise UnsupportedError(f"tensor of dtype {x.dtype} on device {x.device} with layout {x.layout} "
                                    f"cannot be exchanged ({e}); Starling takes dense CPU or CUDA tensors of dtype "
                                    f"{SUPPORTED_DTYPES}") from None

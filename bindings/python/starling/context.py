@@ -2,6 +2,7 @@
 
 import atexit
 import contextlib
+import sys
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -10,6 +11,7 @@ from . import _core
 from ._args import rank_weights, weights_dict
 from ._tensors import adapter_of, output_like
 from .compression import Compression, as_args as _compression_args
+from .errors import InvalidArgumentError
 from .request import Request
 from .topology import Topology
 from .window import Window
@@ -154,6 +156,11 @@ class Context:
         may exist (InvalidUsageError). Returns {"old_rank", "old_size", "new_rank",
         "new_size", "old_to_new", "joined"} (joined: the newcomers' ranks)."""
         topo = None if topology is None else as_topology(topology)
+        if command is None and sys.executable and hasattr(sys, "orig_argv"):
+            # This interpreter as it was started: in a venv, sys.executable is the venv's
+            # python, while the C default (/proc/self/exe) resolves it to the system's
+            # interpreter, which does not see the venv's packages (starling among them).
+            command, args = sys.executable, sys.orig_argv[1:]
         result = _core.py_context_grow(self._handle, int(count), None if ranks is None else [int(r) for r in ranks],
                                        command, [str(a) for a in args], None if topo is None else topo._handle,
                                        int(bool(weighted)))
@@ -328,6 +335,126 @@ class Context:
             return adapter.result(out, x)
         request = _core.allgather_nonblocking(self._handle, cin, cout, None, name)
         return Request(request, (x, cin, out, cout), lambda: adapter.result(out, x))
+
+    def reduce_scatter(self, x: Tensor, op: str = "sum", *, counts: Optional[Sequence[int]] = None,
+                       out: Optional[Tensor] = None, name: Optional[str] = None) -> Tensor:
+        """This rank's block of op ("sum", "average", "min", "max") over every rank's x.
+        x is cut along dimension 0 into size() blocks in rank order: equal ones (x.shape[0]
+        divisible by size()), or counts[r] rows for rank r (size() ints, the same on every
+        rank, summing to x.shape[0]). The result has x's other dimensions. out may be given
+        (this rank's block of x itself: in place)."""
+        return self._reduce_scatter(x, op, counts, out, name, False)
+
+    def reduce_scatter_nonblocking(self, x: Tensor, op: str = "sum", *, counts: Optional[Sequence[int]] = None,
+                                   out: Optional[Tensor] = None, name: Optional[str] = None) -> Request:
+        """As reduce_scatter, returning a Request whose wait() gives this rank's block."""
+        return self._reduce_scatter(x, op, counts, out, name, True)
+
+    def _reduce_scatter(self, x: Tensor, op: str, counts: Any, out: Any, name: Optional[str],
+                        nonblocking: bool) -> Any:
+        code = _reduce_op(op)
+        adapter = adapter_of(x)
+        cin = adapter.capsule(x)
+        shape = tuple(x.shape)
+        if not shape:
+            raise InvalidArgumentError("reduce_scatter needs a tensor with at least one dimension (reshape a "
+                                       "scalar to [1])")
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        if counts is None:
+            if shape[0] % self._size:
+                raise InvalidArgumentError(f"reduce_scatter: x has {shape[0]} rows, not a multiple of size() = "
+                                           f"{self._size}; pass counts for unequal blocks")
+            rows, elements = shape[0] // self._size, None
+        else:
+            rows_by_rank = _counts(counts, self._size, "counts")
+            rows, elements = int(rows_by_rank[self._rank]), rows_by_rank * row
+        allocated = out is None
+        if allocated:
+            out = adapter.empty(x, (rows,) + shape[1:])
+        cout = adapter.capsule(out)
+        request = _core.py_reduce_scatter(self._handle, cin, cout, elements, code, name, int(nonblocking))
+        return _finish(request, adapter, x, cin, out, cout, allocated)
+
+    def alltoall(self, x: Tensor, *, splits: Optional[Sequence[int]] = None,
+                 recv_splits: Optional[Sequence[int]] = None, out: Optional[Tensor] = None,
+                 name: Optional[str] = None) -> Tensor:
+        """Block q of x (along dimension 0) goes to rank q; the result holds the blocks
+        every rank sent here, in rank order (MPI_Alltoall(v)). Equal blocks (x.shape[0]
+        divisible by size()), or splits[q] rows for rank q (size() ints summing to
+        x.shape[0]). With splits, recv_splits (the rows each rank sends here) is learnt
+        from the peers unless given (see alltoall_splits)."""
+        return self._alltoall(x, splits, recv_splits, out, name, False)
+
+    def alltoall_nonblocking(self, x: Tensor, *, splits: Optional[Sequence[int]] = None,
+                             recv_splits: Optional[Sequence[int]] = None, out: Optional[Tensor] = None,
+                             name: Optional[str] = None) -> Request:
+        """As alltoall; learning recv_splits (splits given, recv_splits not) completes
+        before this returns."""
+        return self._alltoall(x, splits, recv_splits, out, name, True)
+
+    def alltoall_splits(self, splits: Sequence[int]) -> List[int]:
+        """The rows each rank will send here, given the rows this rank sends to each rank
+        (an equal-block alltoall of the counts). Collective."""
+        mine = _counts(splits, self._size, "splits")
+        theirs = np.empty(self._size, dtype=np.int64)
+        adapter = adapter_of(mine)
+        _core.py_alltoall(self._handle, adapter.capsule(mine), adapter.capsule(theirs), None, None, None, 0)
+        return [int(v) for v in theirs]
+
+    def _alltoall(self, x: Tensor, splits: Any, recv_splits: Any, out: Any, name: Optional[str],
+                  nonblocking: bool) -> Any:
+        adapter = adapter_of(x)
+        cin = adapter.capsule(x)
+        shape = tuple(x.shape)
+        if not shape:
+            raise InvalidArgumentError("alltoall needs a tensor with at least one dimension (reshape a scalar to [1])")
+        if splits is None and recv_splits is not None:
+            raise InvalidArgumentError("alltoall: recv_splits needs splits")
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        if splits is None:
+            if shape[0] % self._size:
+                raise InvalidArgumentError(f"alltoall: x has {shape[0]} rows, not a multiple of size() = "
+                                           f"{self._size}; pass splits for unequal blocks")
+            send = recv = None
+            rows = shape[0]
+        else:
+            send = _counts(splits, self._size, "splits")
+            recv = _counts(self.alltoall_splits(send) if recv_splits is None else recv_splits, self._size,
+                           "recv_splits")
+            rows = int(recv.sum())
+            send, recv = send * row, recv * row
+        allocated = out is None
+        if allocated:
+            out = adapter.empty(x, (rows,) + shape[1:])
+        cout = adapter.capsule(out)
+        request = _core.py_alltoall(self._handle, cin, cout, send, recv, name, int(nonblocking))
+        return _finish(request, adapter, x, cin, out, cout, allocated)
+
+    # ---- groups
+    def split(self, color: Optional[int], key: int = 0, *, nodes_per_machine: int = 0) -> Optional["Context"]:
+        """A new context over the ranks passing the same color (MPI_Comm_split), ranked
+        by key (ties: by rank here); None for color None (this rank joins none). It is
+        independent of this one: its own engine, default topology (exponential-2 over
+        its size), windows; close it like any context. Collective over this context."""
+        if color is not None and (not isinstance(color, int) or color < 0):
+            raise InvalidArgumentError(f"color must be an int >= 0 or None, got {color!r}")
+        handle = _core.py_context_split(self._handle, -1 if color is None else int(color), int(key),
+                                        int(nodes_per_machine))
+        return None if handle is None else Context._adopt(handle)
+
+    @classmethod
+    def _adopt(cls, handle: Any) -> "Context":
+        self = cls.__new__(cls)
+        self._handle = handle
+        self._rank = _core.rank(handle)
+        self._size = _core.size(handle)
+        self._in_neighbors = None
+        self._out_neighbors = None
+        self._windows = {}
+        self._associated_p = False
+        self._closed = False
+        _open_contexts.append(self)
+        return self
 
     def barrier(self) -> None:
         """Returns once every rank has entered the barrier."""
@@ -520,6 +647,19 @@ class Context:
         """Push-sum: put/accumulate carry a scalar p with the data (see Window)."""
         _core.set_window_associated_p_enabled(self._handle, int(bool(enabled)))
         self._associated_p = bool(enabled)
+
+
+def _counts(counts: Any, size: int, what: str) -> "np.ndarray":
+    """size() non-negative ints as a C-contiguous int64 array, or InvalidArgumentError."""
+    try:
+        array = np.ascontiguousarray(np.asarray(counts, dtype=np.int64).reshape(-1))
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{what} must be a sequence of {size} ints, got {counts!r}") from None
+    if array.shape[0] != size:
+        raise InvalidArgumentError(f"{what} has {array.shape[0]} entries but the context has {size} ranks")
+    if (array < 0).any():
+        raise InvalidArgumentError(f"{what} has a negative entry: {array.tolist()}")
+    return array
 
 
 def _finish(request: Any, adapter: Any, x: Any, cin: Any, out: Any, cout: Any, allocated: bool) -> Any:

@@ -374,6 +374,40 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx,
  * job (it was started by it), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_joined(starling_context_t ctx, int* out);
 
+/* Splitting a context (MPI_Comm_split): the ranks that pass the same color >= 0 form
+ * one new context, ranked by key (ties by their rank in ctx), as torch.distributed's
+ * new_group and Horovod's process sets need. A rank passing STARLING_SPLIT_UNDEFINED
+ * joins none: *out is set to NULL and the call succeeds.
+ * The new context is independent of ctx, as if created by starling_context_create over
+ * its ranks: its own progress engine (operations on the two contexts run concurrently),
+ * the default topology over its size (exponential-2), its own machine layout
+ * (options->nodes_per_machine, else as a new context), windows, timeline file and GPU
+ * path. Destroy it like any context (collective over its ranks), before or after ctx.
+ * Failures: a rank's death is seen by every context it belongs to; each context is
+ * repaired (starling_context_repair) on its own, over its own survivors. A split context
+ * cannot grow (starling_context_grow is INVALID_USAGE there: grow the context it came
+ * from and split again).
+ * Options follow the struct_size rule (STARLING_SPLIT_OPTIONS_INIT); NULL: defaults. */
+#define STARLING_SPLIT_UNDEFINED (-1)
+
+/* Options of starling_context_split: initialize with STARLING_SPLIT_OPTIONS_INIT. */
+typedef struct starling_split_options {
+  size_t struct_size;     /* sizeof(starling_split_options_t) */
+  int nodes_per_machine;  /* as in starling_context_options_t (0: detect) */
+} starling_split_options_t;
+
+#define STARLING_SPLIT_OPTIONS_INIT { sizeof(starling_split_options_t), 0 }
+
+/* Collective over ctx: every rank calls it, in order with ctx's other operations (it
+ * runs after the operations submitted before it). PRODUCES *out (destroy it), or NULL
+ * for STARLING_SPLIT_UNDEFINED. Thread safety: as any operation on ctx.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, color < 0 other than
+ * STARLING_SPLIT_UNDEFINED, bad struct_size or nodes_per_machine < 0), MISMATCH (a
+ * rank makes another call on ctx meanwhile), ABORTED, PEER_FAILED, TIMEOUT, TRANSPORT. */
+STARLING_API starling_status_t starling_context_split(starling_context_t ctx, int color, int key,
+                                                      const starling_split_options_t* options,
+                                                      starling_context_t* out);
+
 /* Layout queries. Local, no communication. "Machines" are groups of ranks on one host
  * (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out). */
@@ -552,6 +586,58 @@ STARLING_API starling_status_t starling_allgather_first_dims(starling_context_t 
 STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(
     starling_context_t ctx, const DLTensor* in, int64_t* first_dims, const char* name,
     starling_request_t* req);
+
+/* Reduce-scatter: out = this rank's block of (op over all ranks of in). in is cut
+ * into size() consecutive blocks in rank order: with counts NULL, equal blocks of
+ * out's element count each (in has size() times as many elements as out); otherwise
+ * counts[r] (size() entries, each >= 0, the same on every rank, summing to in's
+ * element count) is block r's element count, and out has counts[rank] elements. in and
+ * out have the same dtype; their shapes are free beyond that. Reduction ops and dtypes
+ * as allreduce (AVERAGE divides by size(); floating dtypes only); each element is
+ * reduced in a fixed order (rank order for small inputs, ring order for large ones),
+ * so the same call gives the same bits run to run. In place
+ * when out is exactly this rank's block of in (the same memory); any other overlap of
+ * in and out is INVALID_ARGUMENT. CUDA tensors take the staged path.
+ * Collective. BORROWS in, out; counts is copied before the call returns.
+ * Thread safety: as every operation (see the top of this file).
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, element counts
+ * that do not fit the blocks, a negative count, counts that do not sum to in's element
+ * count), UNSUPPORTED (AVERAGE on integers), MISMATCH (ranks disagree on the op, dtype,
+ * element count or counts), TIMEOUT, TRANSPORT. */
+STARLING_API starling_status_t starling_reduce_scatter(starling_context_t ctx, const DLTensor* in,
+                                                       DLTensor* out, const int64_t* counts,
+                                                       starling_reduce_op_t op, const char* name);
+STARLING_API starling_status_t starling_reduce_scatter_nonblocking(starling_context_t ctx,
+                                                                   const DLTensor* in, DLTensor* out,
+                                                                   const int64_t* counts,
+                                                                   starling_reduce_op_t op,
+                                                                   const char* name,
+                                                                   starling_request_t* req);
+
+/* All-to-all (MPI_Alltoall / MPI_Alltoallv): this rank sends block q of in to rank q
+ * and receives rank q's block for it into block q of out, blocks in rank order. With
+ * send_counts and recv_counts both NULL the blocks are equal: in and out have the same
+ * element count, a multiple of size(). Otherwise both are given (size() entries each,
+ * >= 0, in elements): send_counts sums to in's element count, recv_counts to out's, and
+ * recv_counts[q] on this rank must equal send_counts[rank] on rank q (use an equal-block
+ * alltoall of the counts to learn them). in and out have the same dtype (any supported
+ * dtype; the data is moved, never combined), shapes free beyond that, and must not
+ * overlap (no in place). CUDA tensors take the staged path.
+ * Collective. BORROWS in, out; the counts are copied before the call returns.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, only one of the
+ * count arrays given, a negative count, counts that do not sum to the element counts,
+ * an equal-block size that is not a multiple of size(), in and out overlap), MISMATCH
+ * (ranks disagree on the dtype or on what one sends and the other expects: every rank
+ * fails, the message names the two ranks and the counts), TIMEOUT, TRANSPORT. */
+STARLING_API starling_status_t starling_alltoall(starling_context_t ctx, const DLTensor* in,
+                                                 DLTensor* out, const int64_t* send_counts,
+                                                 const int64_t* recv_counts, const char* name);
+STARLING_API starling_status_t starling_alltoall_nonblocking(starling_context_t ctx,
+                                                             const DLTensor* in, DLTensor* out,
+                                                             const int64_t* send_counts,
+                                                             const int64_t* recv_counts,
+                                                             const char* name,
+                                                             starling_request_t* req);
 
 /* Returns once every rank has entered the barrier. Collective. */
 STARLING_API starling_status_t starling_barrier(starling_context_t ctx);

@@ -84,6 +84,7 @@ void MpiLifetime::Acquire(bool may_initialize) {
     STARLING_CHECK(may_initialize, Code::kInvalidUsage,
                    "use_host_comm is set but MPI is not initialized; initialize MPI first "
                    "(MPI_Init_thread with MPI_THREAD_MULTIPLE)");
+    ConfigureUlfmDetector();  // MPI_Init reads it (STARLING_FT_DETECTOR_SECONDS)
     int provided = 0;
     CheckMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     g_we_initialized = true;
@@ -109,7 +110,14 @@ void MpiLifetime::NoteFailure() { g_failure_seen.store(true); }
 
 void MpiLifetime::Release(bool may_finalize) {
   std::lock_guard<std::mutex> lock(g_lifetime_mutex);
-  if (--g_users == 0 && g_we_initialized && may_finalize && !g_failure_seen.load()) {
+  // A process a grow started (it has an MPI parent) finalizes even after a failure:
+  // Open MPI 5's launcher takes a spawned process that exits without MPI_Finalize for
+  // a crash ("exiting improperly") and mpirun then exits 1. Its own job is itself (and
+  // any newcomers started with it), so the finalize does not wait for the dead ranks of
+  // the first job (the hang of ompi#11404 that the first job's ranks avoid).
+  MPI_Comm parent = MPI_COMM_NULL;
+  if (g_users == 1) MPI_Comm_get_parent(&parent);
+  if (--g_users == 0 && g_we_initialized && may_finalize && (!g_failure_seen.load() || parent != MPI_COMM_NULL)) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -125,6 +133,7 @@ MpiTransport::MpiTransport(MPI_Comm base) {
   MPI_Comm_rank(collective_comm_, &rank_);
   MPI_Comm_size(collective_comm_, &size_);
   fault_tolerant_ = UlfmEnabled();
+  if (fault_tolerant_) IgnoreBrokenPipes();
 }
 
 MpiTransport::~MpiTransport() {
@@ -245,6 +254,12 @@ Transport::CancelOutcome MpiTransport::CancelRecvWithin(Ticket& ticket, double m
   int cancelled = 0;
   MPI_Test_cancelled(&status, &cancelled);
   return cancelled ? CancelOutcome::kCancelled : CancelOutcome::kCompleted;
+}
+
+MPI_Comm MpiTransport::Split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  Check(MPI_Comm_split(collective_comm_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split");
+  return out;
 }
 
 Layout MpiTransport::ComputeLayout(int nodes_per_machine) {

@@ -94,6 +94,9 @@ class MpiTransport final : public Transport {
   MPI_Comm Shrink();
   // The collective communicator, for calls that derive others from it (grow's spawn).
   MPI_Comm base_comm() const { return collective_comm_; }
+  // Collective, blocking: MPI_Comm_split of the collective communicator (color < 0:
+  // MPI_UNDEFINED, giving MPI_COMM_NULL). The caller frees the result.
+  MPI_Comm Split(int color, int key);
   // Collective, blocking: MPI_Barrier over the collective communicator.
   void Barrier();
   // Collective, blocking: every rank's value, by rank.

@@ -5,9 +5,15 @@
 #include <mpi-ext.h>
 #endif
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include "impl/common/config.h"
+#include "impl/common/error.h"
 
 namespace starling::transport {
 namespace {
@@ -79,6 +85,35 @@ std::string UlfmMissing() {
     return "fault tolerance needs ULFM enabled for the job: run under `mpirun --with-ft ulfm` or "
            "`starlingrun --fault-tolerant`";
   return {};
+}
+
+void ConfigureUlfmDetector() {
+#if STARLING_HAVE_ULFM
+  const char* enabled = std::getenv("OMPI_MCA_mpi_ft_enable");
+  if (enabled == nullptr || (std::strcmp(enabled, "1") != 0 && std::strcmp(enabled, "true") != 0)) return;
+  const double timeout = ParseConfig([](const char* name) { return std::getenv(name); }).ft_detector_seconds;
+  if (timeout <= 0) return;
+  // Each rank observes the one before it in MPI_COMM_WORLD, heartbeats come every
+  // timeout / 5 seconds from a thread of their own; ULFM broadcasts a suspicion.
+  // Settings the user made (OMPI_MCA_...) win.
+  const std::string values[][2] = {{"mpi_ft_detector", "true"},
+                                   {"mpi_ft_detector_thread", "true"},
+                                   {"mpi_ft_detector_timeout", Str(timeout)},
+                                   {"mpi_ft_detector_period", Str(timeout / 5)}};
+  for (const auto& [name, value] : values) setenv(("OMPI_MCA_" + name).c_str(), value.c_str(), /*overwrite=*/0);
+#endif
+}
+
+void IgnoreBrokenPipes() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
 }
 
 bool IsFailureClass(int error_class) {

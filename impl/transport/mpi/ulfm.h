@@ -20,6 +20,18 @@ bool IsFailureClass(int error_class);
 // MPIX_ERR_PROC_FAILED_PENDING: a wildcard receive that stays posted.
 bool IsPendingFailureClass(int error_class);
 
+// Before MPI_Init in a job started with ULFM (OMPI_MCA_mpi_ft_enable set, as `mpirun
+// --with-ft ulfm` does) and STARLING_FT_DETECTOR_SECONDS > 0: turns on ULFM's heartbeat
+// failure detector with that timeout (MCA variables the user set are left alone).
+// Throws INVALID_ARGUMENT for a bad value.
+void ConfigureUlfmDetector();
+
+// A job that survives deaths: a write to a dead peer's socket (Open MPI's TCP
+// transport, between the jobs a grow joins) raises SIGPIPE, whose default action ends
+// the writer, a survivor. Sets SIGPIPE to ignored when it has its default action (a
+// handler or disposition the program chose stays); Python and the JVM ignore it already.
+void IgnoreBrokenPipes();
+
 // MPIX_Comm_revoke of a raw communicator (comm is an MPI_Comm; void* keeps <mpi.h> out
 // of this header); nothing without ULFM.
 void RevokeCommunicator(void* comm);

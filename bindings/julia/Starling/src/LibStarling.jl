@@ -44,6 +44,7 @@ const STARLING_VERSION_MINOR = 1
 const STARLING_VERSION_PATCH = 0
 STARLING_VERSION(M, m, p) = ((M) * 10000 + (m) * 100 + (p))
 const STARLING_VERSION_CODE = STARLING_VERSION(STARLING_VERSION_MAJOR, STARLING_VERSION_MINOR, STARLING_VERSION_PATCH)
+const STARLING_SPLIT_UNDEFINED = -1
 
 # Status codes.
 const starling_status_t = Cint
@@ -161,6 +162,15 @@ end
 # Defaults of the C initializer macro; struct_size is set.
 starling_grow_result_t(; struct_size=sizeof(starling_grow_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, old_to_new=C_NULL, old_to_new_capacity=0, joined=C_NULL, joined_capacity=0) =
     starling_grow_result_t(struct_size, old_rank, old_size, new_rank, new_size, old_to_new, old_to_new_capacity, joined, joined_capacity)
+
+# Options of starling_context_split: initialize with STARLING_SPLIT_OPTIONS_INIT.
+struct starling_split_options_t
+    struct_size::Csize_t
+    nodes_per_machine::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_split_options_t(; struct_size=sizeof(starling_split_options_t), nodes_per_machine=0) =
+    starling_split_options_t(struct_size, nodes_per_machine)
 
 # Counters of a context since its creation, for tuning and monitoring. Local.
 struct starling_stats_t
@@ -474,6 +484,16 @@ function starling_joined(ctx, out)
     ccall((:starling_joined, libstarling), starling_status_t, (starling_context_t, Ptr{Cint}), ctx, out)
 end
 
+# Collective over ctx: every rank calls it, in order with ctx's other operations (it
+# runs after the operations submitted before it). PRODUCES *out (destroy it), or NULL
+# for STARLING_SPLIT_UNDEFINED. Thread safety: as any operation on ctx.
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, color < 0 other than
+# STARLING_SPLIT_UNDEFINED, bad struct_size or nodes_per_machine < 0), MISMATCH (a
+# rank makes another call on ctx meanwhile), ABORTED, PEER_FAILED, TIMEOUT, TRANSPORT.
+function starling_context_split(ctx, color, key, options, out)
+    ccall((:starling_context_split, libstarling), starling_status_t, (starling_context_t, Cint, Cint, Ptr{starling_split_options_t}, Ptr{starling_context_t}), ctx, color, key, options, out)
+end
+
 # Layout queries. Local, no communication. "Machines" are groups of ranks on one host
 # (or simulated, see nodes_per_machine); machines are numbered by their lowest rank.
 # Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out).
@@ -622,6 +642,54 @@ end
 
 function starling_allgather_first_dims_nonblocking(ctx, in_, first_dims, name, req)
     ccall((:starling_allgather_first_dims_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{Int64}, Ptr{Cchar}, Ptr{starling_request_t}), ctx, in_, first_dims, name, req)
+end
+
+# Reduce-scatter: out = this rank's block of (op over all ranks of in). in is cut
+# into size() consecutive blocks in rank order: with counts NULL, equal blocks of
+# out's element count each (in has size() times as many elements as out); otherwise
+# counts[r] (size() entries, each >= 0, the same on every rank, summing to in's
+# element count) is block r's element count, and out has counts[rank] elements. in and
+# out have the same dtype; their shapes are free beyond that. Reduction ops and dtypes
+# as allreduce (AVERAGE divides by size(); floating dtypes only); each element is
+# reduced in a fixed order (rank order for small inputs, ring order for large ones),
+# so the same call gives the same bits run to run. In place
+# when out is exactly this rank's block of in (the same memory); any other overlap of
+# in and out is INVALID_ARGUMENT. CUDA tensors take the staged path.
+# Collective. BORROWS in, out; counts is copied before the call returns.
+# Thread safety: as every operation (see the top of this file).
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, element counts
+# that do not fit the blocks, a negative count, counts that do not sum to in's element
+# count), UNSUPPORTED (AVERAGE on integers), MISMATCH (ranks disagree on the op, dtype,
+# element count or counts), TIMEOUT, TRANSPORT.
+function starling_reduce_scatter(ctx, in_, out, counts, op, name)
+    ccall((:starling_reduce_scatter, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Int64}, starling_reduce_op_t, Ptr{Cchar}), ctx, in_, out, counts, op, name)
+end
+
+function starling_reduce_scatter_nonblocking(ctx, in_, out, counts, op, name, req)
+    ccall((:starling_reduce_scatter_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Int64}, starling_reduce_op_t, Ptr{Cchar}, Ptr{starling_request_t}), ctx, in_, out, counts, op, name, req)
+end
+
+# All-to-all (MPI_Alltoall / MPI_Alltoallv): this rank sends block q of in to rank q
+# and receives rank q's block for it into block q of out, blocks in rank order. With
+# send_counts and recv_counts both NULL the blocks are equal: in and out have the same
+# element count, a multiple of size(). Otherwise both are given (size() entries each,
+# >= 0, in elements): send_counts sums to in's element count, recv_counts to out's, and
+# recv_counts[q] on this rank must equal send_counts[rank] on rank q (use an equal-block
+# alltoall of the counts to learn them). in and out have the same dtype (any supported
+# dtype; the data is moved, never combined), shapes free beyond that, and must not
+# overlap (no in place). CUDA tensors take the staged path.
+# Collective. BORROWS in, out; the counts are copied before the call returns.
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, only one of the
+# count arrays given, a negative count, counts that do not sum to the element counts,
+# an equal-block size that is not a multiple of size(), in and out overlap), MISMATCH
+# (ranks disagree on the dtype or on what one sends and the other expects: every rank
+# fails, the message names the two ranks and the counts), TIMEOUT, TRANSPORT.
+function starling_alltoall(ctx, in_, out, send_counts, recv_counts, name)
+    ccall((:starling_alltoall, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Int64}, Ptr{Int64}, Ptr{Cchar}), ctx, in_, out, send_counts, recv_counts, name)
+end
+
+function starling_alltoall_nonblocking(ctx, in_, out, send_counts, recv_counts, name, req)
+    ccall((:starling_alltoall_nonblocking, libstarling), starling_status_t, (starling_context_t, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Int64}, Ptr{Int64}, Ptr{Cchar}, Ptr{starling_request_t}), ctx, in_, out, send_counts, recv_counts, name, req)
 end
 
 # Returns once every rank has entered the barrier. Collective.

@@ -35,6 +35,7 @@ export timeline_enabled, timeline_start_activity, timeline_end_activity, timelin
 export test, barrier, barrier_nonblocking
 export allreduce!, allreduce, allreduce_nonblocking!, bcast!, bcast_nonblocking!
 export allgather, allgather!, allgather_nonblocking!, allgather_first_dims, allgather_first_dims_nonblocking
+export reduce_scatter!, reduce_scatter_nonblocking!, alltoall!, alltoall_nonblocking!, split
 export local_allreduce!, local_allreduce_nonblocking!, pair_gossip!, pair_gossip_nonblocking!
 export neighbor_allreduce!, neighbor_allreduce, neighbor_allreduce_nonblocking!
 export Compression, allreduce_compressed!, allreduce_compressed_nonblocking!, neighbor_allreduce_compressed!

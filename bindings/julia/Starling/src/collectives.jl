@@ -58,6 +58,67 @@ function bcast_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; 
     end
 end
 
+count_vector(ctx::Context, ::Nothing, what) = C_NULL
+function count_vector(ctx::Context, counts::AbstractVector{<:Integer}, what)
+    length(counts) == ctx.size ||
+        throw(ArgumentError("$what has $(length(counts)) entries but the context has $(ctx.size) ranks"))
+    return Vector{Int64}(counts)
+end
+
+"""
+    reduce_scatter!(ctx, out, A; op=:sum, counts=nothing, name=nothing) -> out
+
+`out` = this rank's block of `op` over every rank's `A`, blocks in rank order over `A`'s
+elements in memory order: equal (`length(A) == ctx.size * length(out)`) or `counts[r]`
+elements for rank `r` (the same on every rank). `out` may be this rank's block of `A`.
+"""
+function reduce_scatter!(ctx::Context, out::AbstractArray, A::AbstractArray; op::Symbol=:sum, counts=nothing,
+                         name=nothing)
+    input, output = tensor_views(A, out)
+    check(L.starling_reduce_scatter(ctx.handle, input, output, count_vector(ctx, counts, "counts"), reduce_op(op),
+                                    cname(name)))
+    return out
+end
+
+"Nonblocking `reduce_scatter!`: `wait(req)` returns `out`."
+function reduce_scatter_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; op::Symbol=:sum,
+                                     counts=nothing, name=nothing)
+    input, output = tensor_views(A, out)
+    label = cname(name)
+    code = reduce_op(op)
+    c = count_vector(ctx, counts, "counts")
+    return Request(ctx, Any[input, output, label], out) do req
+        L.starling_reduce_scatter_nonblocking(ctx.handle, input, output, c, code, label, req)
+    end
+end
+
+"""
+    alltoall!(ctx, out, A; send_counts=nothing, recv_counts=nothing, name=nothing) -> out
+
+Block `q` of `A` goes to rank `q`; block `q` of `out` comes from rank `q` (blocks over
+the elements in memory order). Equal blocks, or `send_counts`/`recv_counts` elements
+(both given; `recv_counts[q]` here equals `send_counts[rank]` on rank `q`).
+"""
+function alltoall!(ctx::Context, out::AbstractArray, A::AbstractArray; send_counts=nothing, recv_counts=nothing,
+                   name=nothing)
+    input, output = tensor_views(A, out)
+    check(L.starling_alltoall(ctx.handle, input, output, count_vector(ctx, send_counts, "send_counts"),
+                              count_vector(ctx, recv_counts, "recv_counts"), cname(name)))
+    return out
+end
+
+"Nonblocking `alltoall!`: `wait(req)` returns `out`."
+function alltoall_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; send_counts=nothing,
+                               recv_counts=nothing, name=nothing)
+    input, output = tensor_views(A, out)
+    label = cname(name)
+    s = count_vector(ctx, send_counts, "send_counts")
+    r = count_vector(ctx, recv_counts, "recv_counts")
+    return Request(ctx, Any[input, output, label], out) do req
+        L.starling_alltoall_nonblocking(ctx.handle, input, output, s, r, label, req)
+    end
+end
+
 """
     allgather_first_dims(ctx, A) -> Vector{Int}
 

@@ -31,6 +31,23 @@ function Context(; nodes_per_machine::Integer=0, host_comm::Union{Nothing,Intege
     return ctx
 end
 
+"""
+    split(ctx, color; key=0, nodes_per_machine=0) -> Union{Context,Nothing}
+
+A new context over the ranks passing the same `color` (MPI_Comm_split), ranked by
+`key`; `nothing` for `color === nothing` (this rank joins none). Collective over `ctx`.
+"""
+function split(ctx::Context, color::Union{Nothing,Integer}; key::Integer=0, nodes_per_machine::Integer=0)
+    options = Ref(L.starling_split_options_t(; nodes_per_machine=nodes_per_machine))
+    out = Ref{L.starling_context_t}(C_NULL)
+    check(L.starling_context_split(ctx.handle, something(color, L.STARLING_SPLIT_UNDEFINED), key, options, out))
+    out[] == C_NULL && return nothing
+    child = Context(out[], 0, 1, Dict{String,Any}(), false)
+    child.rank = query(L.starling_rank, child)
+    child.size = query(L.starling_size, child)
+    return child
+end
+
 function Context(f::Function; kwargs...)
     ctx = Context(; kwargs...)
     try

@@ -21,7 +21,7 @@ import torch
 
 from . import mpi_ops
 from ..compression import Compression
-from .optimizers import _BACKWARD_WARNING, _Distributed, _GradientAllreduce, _wrap
+from .optimizers import _BACKWARD_WARNING, _Distributed, _GradientAllreduce, _dense, _install, _wrap
 
 
 def _check_compression(compression: Any) -> Compression:
@@ -37,28 +37,8 @@ class _CompressedGradientAllreduce(_GradientAllreduce):
         super().__init__(params, model, num_steps_per_communication)
 
     def _launch(self, p: torch.nn.Parameter) -> int:
-        return mpi_ops.allreduce_nonblocking(p.grad, average=True, name="compressed_grad." + self._names[p],
+        return mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name="compressed_grad." + self._names[p],
                                              compression=self._compression)
-
-    def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
-        def hook(*unused: Any) -> None:
-            if self._count(self._allreduce_delay, p):
-                self._handles[p] = self._launch(p)
-        return hook
-
-    def synchronize(self) -> None:
-        """Launches the compressed allreduce of gradients whose hooks did not fire, then
-        waits for all of them and installs the averages."""
-        for p in self._names:
-            if p.requires_grad and p not in self._handles:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                self._handles[p] = self._launch(p)
-        with torch.no_grad():
-            for p, handle in self._handles.items():
-                p.grad.set_(mpi_ops.synchronize(handle))
-                self._allreduce_delay[p] = self._num_steps
-        self._handles.clear()
 
 
 class _ChocoSGD(_Distributed):
@@ -74,12 +54,12 @@ class _ChocoSGD(_Distributed):
         """One CHOCO gossip step on every parameter (all launched, then awaited)."""
         handles: Dict[torch.nn.Parameter, int] = {}
         with torch.no_grad():
-            for p, name in self._names.items():
+            for p in self._by_name():
                 if p.requires_grad:
-                    handles[p] = mpi_ops.neighbor_allreduce_nonblocking(p.data, name="choco." + name,
+                    handles[p] = mpi_ops.neighbor_allreduce_nonblocking(_dense(p.data), name="choco." + self._names[p],
                                                                         compression=self._compression)
             for p, handle in handles.items():
-                p.set_(mpi_ops.synchronize(handle))
+                _install(p, mpi_ops.synchronize(handle))
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._after_repair()  # the repair dropped the CHOCO copies: they restart from zero

@@ -76,9 +76,11 @@ class _Decentralized:
             raise ValueError("Named parameters provided by model are mismatch with the parameters handled by "
                              "optimizer. Pass the model whose parameters the optimizer updates.")
         _check_learning_rates(self)
-        # Only parameters that train take part; their order is the model's (the same on every rank).
-        self._named: List[Tuple[str, torch.nn.Parameter]] = [(n, p) for n, p in named
-                                                             if p in handled and p.requires_grad]
+        # Only parameters that train take part, in name order: every rank communicates the
+        # same parameters in the same order, even where its modules were registered in
+        # another order (operations are matched by submission order).
+        self._named: List[Tuple[str, torch.nn.Parameter]] = sorted(
+            [(n, p) for n, p in named if p in handled and p.requires_grad], key=lambda item: item[0])
         for name, p in self._named:
             if not p.is_floating_point():
                 raise ValueError(f"parameter {name} has dtype {p.dtype}; these optimizers average floating point "

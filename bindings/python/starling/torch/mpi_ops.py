@@ -40,7 +40,7 @@ def _capsule(tensor: Any) -> Any:
     tensor, which the C call orders against (see starling._tensors)."""
     try:
         capsule = _to_dlpack(tensor)
-    except (RuntimeError, TypeError, AttributeError):
+    except (RuntimeError, TypeError, AttributeError, BufferError):  # PyTorch 2: BufferError (meta, float8)
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}") from None
         raise UnsupportedError(f"Tensor type {tensor.dtype} ({tensor.layout}, device {tensor.device}) is not "
@@ -98,10 +98,16 @@ _NEIGHBOR_DEPRECATED = {"neighbor_weights": "Use src_weights instead", "send_nei
 
 # ---- init, shutdown and layout ---------------------------------------------------------
 def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted: bool = False) -> None:
-    """Starts Starling (once per process) and sets the topology: topology_fn(size())
-    or the exponential-2 graph. Calling init() again only sets the topology again.
-    With CUDA available, the first call makes GPU local_rank() % device_count() the
-    current device, as BlueFog's programs do."""
+    """Starts Starling (once per process, collective) and sets the topology:
+    topology_fn(size()) or the exponential-2 graph. With CUDA available, the first call
+    makes GPU local_rank() % device_count() the current device, as BlueFog's programs do.
+
+    Later calls are local and do nothing, as Horovod's init() (programs and test suites
+    call it again and again, not the same number of times on every rank), except
+    init(topology_fn) with a topology, which sets that topology again: collective, as in
+    BlueFog (every rank calls it)."""
+    if S.context is not None and topology_fn is None:
+        return
     if S.context is None:
         if S.shut_down:
             raise S.unavailable()
@@ -118,6 +124,11 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         return
     set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
                  is_weighted)
+
+
+def is_initialized() -> bool:
+    """True between the first init() and shutdown() (also while suspended), as Horovod's."""
+    return S.context is not None
 
 
 def _adopt_topology(context: Any) -> None:
@@ -619,6 +630,60 @@ def allgather_nonblocking(tensor: torch.Tensor, name: Optional[str] = None) -> i
     return _allgather(tensor, name, True)
 
 
+def reduce_scatter(tensor: torch.Tensor, op: str = "average", counts: Optional[List[int]] = None,
+                   name: Optional[str] = None) -> torch.Tensor:
+    """This rank's block (along dimension 0) of op ("average", "sum", "min", "max") over
+    every rank's tensor: equal blocks, or counts[r] rows for rank r (the same list on
+    every rank). A new tensor with tensor's other dimensions."""
+    _check_name(name)
+    return S.require_context().reduce_scatter(tensor, op, counts=counts, name=name)
+
+
+def reduce_scatter_nonblocking(tensor: torch.Tensor, op: str = "average", counts: Optional[List[int]] = None,
+                               name: Optional[str] = None) -> int:
+    """As reduce_scatter, returning a handle for poll / synchronize / wait."""
+    _check_name(name)
+    return _register(S.require_context().reduce_scatter_nonblocking(tensor, op, counts=counts, name=name))
+
+
+def alltoall(tensor: torch.Tensor, splits: Optional[List[int]] = None,
+             name: Optional[str] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Block q of tensor (along dimension 0) goes to rank q; returns the blocks every
+    rank sent here, in rank order. Equal blocks, or splits[q] rows for rank q: then, as
+    Horovod, (output, received_splits) with received_splits[q] the rows from rank q."""
+    _check_name(name)
+    context = S.require_context()
+    if splits is None:
+        return context.alltoall(tensor, name=name)
+    splits = [int(v) for v in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+    received = context.alltoall_splits(splits)
+    output = context.alltoall(tensor, splits=splits, recv_splits=received, name=name)
+    return output, torch.tensor(received, dtype=torch.int64)
+
+
+def alltoall_nonblocking(tensor: torch.Tensor, splits: Optional[List[int]] = None,
+                         name: Optional[str] = None) -> int:
+    """As alltoall (equal blocks, or splits; synchronize returns the output tensor); the
+    received splits are learnt before this returns."""
+    _check_name(name)
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    return _register(S.require_context().alltoall_nonblocking(tensor, splits=splits, name=name))
+
+
+def new_group(ranks: List[int]) -> Optional[Context]:
+    """A context over `ranks` (in that order: ranks[i] gets rank i), as
+    torch.distributed.new_group: every rank calls it with the same list; members get a
+    starling.Context (allreduce, reduce_scatter, alltoall, ... on its ranks; close it
+    when done), the others None. Collective."""
+    context = S.require_context()
+    members = [int(r) for r in ranks]
+    if len(set(members)) != len(members) or any(r < 0 or r >= context._size for r in members):
+        raise ValueError(f"new_group: ranks must be distinct ranks in [0, {context._size}), got {list(ranks)}")
+    me = context._rank
+    return context.split(0 if me in members else None, members.index(me) if me in members else 0)
+
+
 # ---- neighbor operations ----------------------------------------------------------------------
 def _rank_list(ranks: Any, what: str) -> List[int]:
     try:
@@ -860,13 +925,14 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "is_initialized", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",
     "is_topo_weighted", "is_machine_topo_weighted", "suspend", "resume",
     "allreduce", "allreduce_nonblocking", "allreduce_", "allreduce_nonblocking_",
     "allgather", "allgather_nonblocking",
+    "reduce_scatter", "reduce_scatter_nonblocking", "alltoall", "alltoall_nonblocking", "new_group",
     "broadcast", "broadcast_nonblocking", "broadcast_", "broadcast_nonblocking_",
     "neighbor_allgather", "neighbor_allgather_nonblocking", "neighbor_allreduce", "neighbor_allreduce_nonblocking",
     "hierarchical_neighbor_allreduce", "hierarchical_neighbor_allreduce_nonblocking",

@@ -58,6 +58,22 @@ def _named_parameters(model: Any) -> Tuple[List[torch.nn.Module], List[Tuple[str
     return models, named
 
 
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t, or a contiguous copy of it (channels-last and other strided parameters, whose
+    gradients and optimizer state share their layout): Starling moves contiguous memory,
+    and every rank must send elements in the same (logical) order whatever its layout."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _install(target: torch.Tensor, result: torch.Tensor) -> None:
+    """Puts a communication result into target: takes its storage when target is
+    contiguous (no copy), else copies into it, keeping target's memory layout."""
+    if target.is_contiguous():
+        target.set_(result)
+    else:
+        target.copy_(result)
+
+
 def _leaf_modules(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     for m in module.modules():
         if next(m.children(), None) is None:
@@ -96,6 +112,10 @@ class _Distributed:
         self._repairs_seen = _state.repairs
         self._active = mpi_ops.size() > 1
         getattr(self, "_handles", {}).clear()
+        getattr(self, "_ready", set()).clear()
+        if hasattr(self, "_next"):
+            self._next = 0
+            self._fired = []
         for name in ("_reduce_delay", "_allreduce_delay", "_delay"):
             counters = getattr(self, name, {})
             for p in counters:  # in place: a caller may hold the dict
@@ -117,12 +137,17 @@ class _Distributed:
         counters[p] -= 1
         return counters[p] == 0
 
-    def _training_parameters(self, module: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
-        for leaf in _leaf_modules(module):
-            if leaf.training:
-                for p in leaf.parameters(recurse=False):
-                    if p.requires_grad and p in self._names:
-                        yield p
+    def _training_parameters(self, module: torch.nn.Module) -> List[torch.nn.Parameter]:
+        """The parameters a forward hook communicates, by name: every rank submits the
+        same operations in the same order even where modules were registered in another
+        order (operations are matched by submission order)."""
+        found = [p for leaf in _leaf_modules(module) if leaf.training for p in leaf.parameters(recurse=False)
+                 if p.requires_grad and p in self._names]
+        return sorted(found, key=self._names.__getitem__)
+
+    def _by_name(self) -> List[torch.nn.Parameter]:
+        """The parameters in name order (see _training_parameters)."""
+        return sorted(self._names, key=self._names.__getitem__)
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -201,17 +226,17 @@ class _Combining(_Distributed):
         self._communication_type = value
 
     def _communicate(self, p: torch.nn.Parameter) -> Optional[int]:
-        name, kind = self._names[p], self._communication_type
+        name, kind, data = self._names[p], self._communication_type, _dense(p.data)
         if kind == CommunicationType.neighbor_allreduce:
             return mpi_ops.neighbor_allreduce_nonblocking(
-                p.data, name=name, self_weight=self.self_weight, src_weights=self.src_weights,
+                data, name=name, self_weight=self.self_weight, src_weights=self.src_weights,
                 dst_weights=self.dst_weights, enable_topo_check=self.enable_topo_check)
         if kind == CommunicationType.hierarchical_neighbor_allreduce:
             return mpi_ops.hierarchical_neighbor_allreduce_nonblocking(
-                p.data, name=name, self_weight=self.self_weight, src_machine_weights=self.src_machine_weights,
+                data, name=name, self_weight=self.self_weight, src_machine_weights=self.src_machine_weights,
                 dst_machine_weights=self.dst_machine_weights, enable_topo_check=self.enable_topo_check)
         if kind == CommunicationType.allreduce:
-            return mpi_ops.allreduce_nonblocking(p.data, average=True, name=name)
+            return mpi_ops.allreduce_nonblocking(data, average=True, name=name)
         return None
 
     def synchronize(self) -> None:
@@ -220,7 +245,7 @@ class _Combining(_Distributed):
         with torch.no_grad():
             for p, handle in self._handles.items():
                 if handle is not None:
-                    p.set_(mpi_ops.synchronize(handle))
+                    _install(p, mpi_ops.synchronize(handle))
                 self._reduce_delay[p] = self._num_steps
         self._handles.clear()
 
@@ -302,6 +327,16 @@ class _AdaptThenCombine(_Combining):
 
 
 class _GradientAllreduce(_Distributed):
+    """Horovod-style gradient averaging. Starling matches operations by submission
+    order, so every rank must launch the gradients in one order, whatever order its
+    hooks fire in (a parameter unused on some ranks fires there never; modules may be
+    registered in another order). The first synchronize() launches every gradient in
+    name order and agrees on rank 0's hook order for the later steps; from then on a
+    hook launches its gradient, and those after it that are ready, as soon as every
+    gradient before it in that order has been launched (the usual case, the same order
+    everywhere, overlaps each allreduce with the rest of the backward pass), and
+    synchronize() launches what is left."""
+
     _counting_message = _BACKWARD_WARNING
 
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
@@ -309,6 +344,10 @@ class _GradientAllreduce(_Distributed):
         self._setup(model, num_steps_per_communication)
         self._allreduce_delay = {p: self._num_steps for p in self._names}
         self._handles: Dict[Any, int] = {}
+        self._order: Optional[List[Any]] = None  # the agreed launch order (after the first step)
+        self._fired: List[Any] = []              # this rank's hook order, until then
+        self._ready: set = set()
+        self._next = 0                           # _order[:_next] are launched
         self._accumulators: List[Any] = []
         if self._active:
             for p in self._names:
@@ -318,26 +357,72 @@ class _GradientAllreduce(_Distributed):
                     self._hooks.append(accumulator.register_hook(self._accumulated_hook(p)))
                     self._accumulators.append(accumulator)
 
+    def _launch(self, p: torch.nn.Parameter) -> int:
+        return mpi_ops.allreduce_nonblocking(_dense(p.grad), average=True, name=self._names[p])
+
     def _accumulated_hook(self, p: torch.nn.Parameter) -> Callable[..., None]:
         def hook(*unused: Any) -> None:
             if self._count(self._allreduce_delay, p):
-                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+                if self._order is None:
+                    self._fired.append(p)
+                else:
+                    self._ready.add(p)
+                    self._launch_ready()
         return hook
 
+    def _launch_ready(self) -> None:
+        """Launches the ready gradients at the front of the agreed order."""
+        order = self._order
+        while self._next < len(order):
+            p = order[self._next]
+            if not p.requires_grad:  # frozen since (on every rank alike): not averaged
+                self._next += 1
+                continue
+            if p not in self._ready:
+                return
+            self._handles[p] = self._launch(p)
+            self._next += 1
+
+    def _agree_on_order(self) -> List[Any]:
+        """Rank 0's hook order of the first step (then the rest by name), as positions
+        in the name order, which every rank shares."""
+        by_name = [p for p in self._by_name() if p.requires_grad]
+        members = set(by_name)  # (tensors hash by identity; `in` on a list would compare values)
+        fired = [p for p in self._fired if p in members]
+        mine = fired + [p for p in by_name if p not in set(fired)]
+        position = {p: i for i, p in enumerate(by_name)}
+        agreed = mpi_ops.broadcast(torch.tensor([position[p] for p in mine], dtype=torch.int64), root_rank=0,
+                                   name="gradient order")
+        return [by_name[i] for i in agreed.tolist()]
+
     def synchronize(self) -> None:
-        """Averages the gradients of parameters whose hooks did not fire, then waits for
-        every gradient allreduce and installs the averages."""
+        """Launches the gradients not launched yet (zeros where a gradient is None), in
+        the agreed order, then waits for every allreduce and installs the averages."""
         self._after_repair()
-        for p in self._names:
-            if p.requires_grad and p not in self._handles:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                self._handles[p] = mpi_ops.allreduce_nonblocking(p.grad, average=True, name=self._names[p])
+        if self._order is None:
+            for p in self._by_name():  # the first step: in name order
+                if p.requires_grad:
+                    self._ensure_grad(p)
+                    self._handles[p] = self._launch(p)
+            self._order = self._agree_on_order() if self._active else []
+            self._fired = []
+        else:
+            for p in self._order[self._next:]:
+                if p.requires_grad:
+                    self._ensure_grad(p)
+                    self._handles[p] = self._launch(p)
         with torch.no_grad():
             for p, handle in self._handles.items():
-                p.grad.set_(mpi_ops.synchronize(handle))
+                _install(p.grad, mpi_ops.synchronize(handle))
                 self._allreduce_delay[p] = self._num_steps
         self._handles.clear()
+        self._ready.clear()
+        self._next = 0
+
+    @staticmethod
+    def _ensure_grad(p: torch.nn.Parameter) -> None:
+        if p.grad is None:  # unused on this rank, or zero_grad(set_to_none=True): zeros (as Horovod)
+            p.grad = torch.zeros_like(p)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._after_repair()
@@ -367,7 +452,7 @@ class _Windowed(_Distributed):
         self._handles: Dict[Any, int] = {}
         if not self._active:
             return
-        for p, window in names.items():
+        for p, window in sorted(names.items(), key=lambda item: item[1]):  # collective: the same order everywhere
             if not mpi_ops.win_create(tensors[p], window, zero_init=zero_init):
                 raise ValueError(f"Cannot allocate MPI window for the parameter {self._names[p]}: the window "
                                  f"name {window!r} is taken (pass a distinct window_prefix)")
@@ -384,7 +469,7 @@ class _Windowed(_Distributed):
     def unregister_window(self) -> None:
         """Frees this optimizer's windows (collective; shutdown() also frees them)."""
         existing = set(mpi_ops.get_current_created_window_names())
-        for window in self._windows.values():
+        for window in sorted(self._windows.values()):
             if window in existing:
                 mpi_ops.win_free(window)
 

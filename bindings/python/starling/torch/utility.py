@@ -9,32 +9,43 @@ from . import mpi_ops
 
 
 def _named_tensors(params: Any) -> List[Tuple[str, torch.Tensor]]:
+    """(name, tensor) in name order where there are names (a dict, or a list of (name,
+    tensor)): operations are matched by submission order, and ranks may list the same
+    parameters in another order (modules registered in another order)."""
     if isinstance(params, dict):
-        return sorted(params.items())
+        return sorted(params.items(), key=lambda item: str(item[0]))
     if isinstance(params, list):
         if all(isinstance(p, tuple) and len(p) == 2 for p in params):
-            return [(str(name), p) for name, p in params]
+            return sorted(((str(name), p) for name, p in params), key=lambda item: item[0])
         return [(f"param.{i}", p) for i, p in enumerate(params)]
     raise ValueError(f"invalid params of type: {type(params)}")
+
+
+def _in_place(params: Any, launch: Callable[[torch.Tensor, str], int]) -> None:
+    """launch(tensor, name) for every tensor of params, in place, then waits. Tensors
+    that are not contiguous (channels-last parameters and their optimizer state) travel
+    as a contiguous copy, copied back in their own layout."""
+    pending = []
+    for name, p in _named_tensors(params):
+        target = p.data if isinstance(p, torch.nn.Parameter) else p
+        dense = target if target.is_contiguous() else target.contiguous()
+        pending.append((target, dense, launch(dense, name)))
+    for target, dense, handle in pending:
+        mpi_ops.synchronize(handle)
+        if dense is not target:
+            with torch.no_grad():
+                target.copy_(dense)
 
 
 def broadcast_parameters(params: Any, root_rank: int) -> None:
     """Overwrites every tensor in params (a dict, a list of tensors or of (name, tensor),
     e.g. model.state_dict() or model.named_parameters()) with root_rank's, in place."""
-    handles = [mpi_ops.broadcast_nonblocking_(p.data if isinstance(p, torch.nn.Parameter) else p, root_rank,
-                                              f"broadcast.{name}")
-               for name, p in _named_tensors(params)]
-    for handle in handles:
-        mpi_ops.synchronize(handle)
+    _in_place(params, lambda t, name: mpi_ops.broadcast_nonblocking_(t, root_rank, f"broadcast.{name}"))
 
 
 def allreduce_parameters(params: Any) -> None:
     """Replaces every tensor in params by its average over all ranks, in place."""
-    handles = [mpi_ops.allreduce_nonblocking_(p.data if isinstance(p, torch.nn.Parameter) else p, average=True,
-                                              name=f"allreduce.{name}")
-               for name, p in _named_tensors(params)]
-    for handle in handles:
-        mpi_ops.synchronize(handle)
+    _in_place(params, lambda t, name: mpi_ops.allreduce_nonblocking_(t, average=True, name=f"allreduce.{name}"))
 
 
 def _base_step(optimizer: torch.optim.Optimizer) -> None:
@@ -78,6 +89,9 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int) 
     for index, group in enumerate(optimizer.param_groups):
         for option in sorted(k for k in group if k != "params"):
             value = group[option]
+            if torch.is_tensor(value):  # PyTorch 2: a tensor learning rate (lr=torch.tensor(...))
+                tensors.append((f"{option}.{index}", value))
+                continue
             if isinstance(value, bool) or not (isinstance(value, (int, float)) or
                                                (isinstance(value, tuple) and all(isinstance(v, (int, float))
                                                                                  for v in value))):

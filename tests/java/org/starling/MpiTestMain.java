@@ -20,7 +20,7 @@ public final class MpiTestMain {
   private static final String[] ALL = {
     "org.starling.TopologyTest", "org.starling.ContextTest", "org.starling.CollectivesTest",
     "org.starling.NeighborTest", "org.starling.WindowTest", "org.starling.BadInputTest",
-    "org.starling.DeviceTest", "org.starling.AbortTest", "org.starling.RepairTest",
+    "org.starling.DeviceTest", "org.starling.AbortTest", "org.starling.RepairTest", "org.starling.ScatterTest",
   };
 
   private MpiTestMain() {}

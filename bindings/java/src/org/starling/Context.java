@@ -246,6 +246,83 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * out = this rank's block of op over every rank's in (reduce-scatter). in is cut into
+   * size() blocks in rank order: equal ones (counts null; in has size() times out's
+   * elements) or counts[r] elements for rank r (the same on every rank). out may be
+   * this rank's block of in (in place). Collective.
+   */
+  public void reduceScatter(Tensor in, Tensor out, long[] counts, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    checkCounts(counts, "counts");
+    Call.run(c -> StarlingNative.java_reduce_scatter(handle, c.in(in, "in"), c.out(out, "out"), counts, code, name));
+  }
+
+  /** Reduce-scatter with equal blocks: {@code out} = this rank's block of {@code op} over every rank's {@code in}. Collective. */
+  public void reduceScatter(Tensor in, Tensor out, ReduceOp op) {
+    reduceScatter(in, out, null, op, null);
+  }
+
+  /** As reduce-scatter with per-rank counts (null: equal blocks), returning a request. */
+  public Request reduceScatterNonblocking(Tensor in, Tensor out, long[] counts, ReduceOp op, String name) {
+    int code = Check.notNull(op, "op").code();
+    checkCounts(counts, "counts");
+    return Call.submit(this, (c, r) -> StarlingNative.java_reduce_scatter_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), counts, code, name, r));
+  }
+
+  /**
+   * All-to-all (MPI_Alltoall / MPI_Alltoallv): block q of in goes to rank q, block q of
+   * out comes from rank q. Equal blocks (both counts null) or sendCounts[q] /
+   * recvCounts[q] elements (recvCounts[q] here must equal sendCounts[rank] on rank q).
+   * Collective.
+   */
+  public void alltoall(Tensor in, Tensor out, long[] sendCounts, long[] recvCounts, String name) {
+    checkCounts(sendCounts, "sendCounts");
+    checkCounts(recvCounts, "recvCounts");
+    Call.run(c -> StarlingNative.java_alltoall(handle, c.in(in, "in"), c.out(out, "out"), sendCounts, recvCounts, name));
+  }
+
+  /** All-to-all with equal blocks: block q of {@code in} goes to rank q. Collective. */
+  public void alltoall(Tensor in, Tensor out) {
+    alltoall(in, out, null, null, null);
+  }
+
+  /** As all-to-all with per-rank counts (null: equal blocks), returning a request. */
+  public Request alltoallNonblocking(Tensor in, Tensor out, long[] sendCounts, long[] recvCounts, String name) {
+    checkCounts(sendCounts, "sendCounts");
+    checkCounts(recvCounts, "recvCounts");
+    return Call.submit(this, (c, r) -> StarlingNative.java_alltoall_nonblocking(handle, c.in(in, "in"),
+        c.out(out, "out"), sendCounts, recvCounts, name, r));
+  }
+
+  // The C call reads size() entries: a shorter array must never reach it.
+  private void checkCounts(long[] counts, String what) {
+    if (counts != null && counts.length != size) {
+      throw new IllegalArgumentException(what + " has " + counts.length + " entries but the context has " + size
+          + " ranks");
+    }
+  }
+
+  /** {@link #split}'s color for a rank that joins no new context. */
+  public static final int SPLIT_UNDEFINED = -1;
+
+  /**
+   * A new context over the ranks passing the same color (MPI_Comm_split), ranked by key
+   * (ties: by rank here), or null for {@link #SPLIT_UNDEFINED}. Independent of this one
+   * (its own engine, default topology, windows); close it like any context. Collective.
+   */
+  public Context split(int color, int key) {
+    return split(color, key, 0);
+  }
+
+  /** As split, grouping consecutive ranks of the new context into machines (0: detect). */
+  public Context split(int color, int key, int nodesPerMachine) {
+    long[] out = new long[1];
+    Call.run(c -> StarlingNative.java_context_split(handle, color, key, nodesPerMachine, out));
+    return out[0] == 0 ? null : new Context(out[0]);
+  }
+
+  /**
    * out = every rank's in concatenated along dimension 0, in rank order (first
    * dimensions may differ). Returns each rank's first dimension. Collective.
    */

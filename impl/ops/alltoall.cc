@@ -1,0 +1,154 @@
+// alltoall (equal blocks, or per-rank counts as MPI_Alltoallv). Small equal blocks:
+// every rank gathers every input by dissemination and keeps its blocks. Otherwise every rank
+// gathers every rank's send and receive counts by dissemination (ceil(log2 n) rounds of
+// 16 n bytes, which also agree on the call), so each checks every pair alike and a
+// count one rank sends but its peer does not expect fails on every rank, naming both.
+// Then all blocks move at once, straight from in into the peers' out.
+#include <cstring>
+#include <vector>
+
+#include "impl/common/checked.h"
+#include "impl/ops/agree.h"
+#include "impl/ops/collectives.h"
+#include "impl/ops/exchange.h"
+
+namespace starling::ops {
+namespace {
+
+// Gathering whole inputs saves a round but moves n times the data through scratch: it
+// won up to a few KiB at two ranks and lost from 16 KiB (measured, 2-core VM under load).
+constexpr size_t kGatherMaxBytes = 8 << 10;
+constexpr size_t kGatherMaxTotalBytes = 32 << 10;
+
+class AlltoallOp : public runtime::Op {
+ public:
+  AlltoallOp(const TensorView& in, const TensorView& out, std::vector<int64_t> send, std::vector<int64_t> recv,
+             bool varying, std::string name)
+      : in_(in), out_(out), send_(std::move(send)), recv_(std::move(recv)), varying_(varying),
+        name_(std::move(name)) {}
+
+  std::string Describe() const override {
+    return DescribeOp("alltoall", name_, Str(in_.Describe(), " -> ", out_.Describe()));
+  }
+
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = OpKind::kAlltoall;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.extra = varying_ ? 1 : 0;
+    sig.count = varying_ ? 0 : static_cast<int64_t>(in_.numel);
+    const Group group = WorldGroup(context);
+    const int n = group.size();
+    const int me = group.index;
+    const size_t elem = DTypeSize(in_.dtype);
+    if (n == 1) {
+      if (in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
+      return;
+    }
+    if (!varying_ && in_.bytes <= kGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kGatherMaxTotalBytes) {
+      // Small equal blocks: gather every rank's whole input in the agreement's own rounds
+      // (one round at two ranks, as MPI's) and keep the blocks meant for this rank.
+      Exchange ex(context, transport::Channel::kCollective, Label());
+      const std::vector<const char*> all = DisseminationGather(context, group, sig, in_.data, in_.bytes, ex);
+      const size_t block = in_.bytes / static_cast<size_t>(n);
+      for (int q = 0; q < n && block > 0; ++q)
+        std::memcpy(static_cast<char*>(out_.data) + static_cast<size_t>(q) * block,
+                    all[static_cast<size_t>(q)] + static_cast<size_t>(me) * block, block);
+      return;
+    }
+    // Every rank's counts: [send 0..n-1][recv 0..n-1].
+    std::vector<int64_t> mine(send_);
+    mine.insert(mine.end(), recv_.begin(), recv_.end());
+    const size_t bytes = mine.size() * sizeof(int64_t);
+    std::vector<std::vector<int64_t>> all(static_cast<size_t>(n), std::vector<int64_t>(2 * static_cast<size_t>(n)));
+    {
+      Exchange ex(context, transport::Channel::kCollective, Label());
+      const std::vector<const char*> gathered = DisseminationGather(context, group, sig, mine.data(), bytes, ex);
+      for (int q = 0; q < n; ++q) std::memcpy(all[static_cast<size_t>(q)].data(), gathered[static_cast<size_t>(q)], bytes);
+    }
+    for (int q = 0; q < n; ++q) {
+      for (int r = 0; r < n; ++r) {
+        const int64_t sends = all[static_cast<size_t>(q)][static_cast<size_t>(r)];
+        const int64_t expects = all[static_cast<size_t>(r)][static_cast<size_t>(n + q)];
+        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", q, " sends ", sends,
+                       " elements to rank ", r, ", which expects ", expects,
+                       " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
+      }
+    }
+    std::vector<size_t> send_at(static_cast<size_t>(n) + 1, 0), recv_at(static_cast<size_t>(n) + 1, 0);
+    for (int q = 0; q < n; ++q) {
+      send_at[q + 1] = send_at[q] + static_cast<size_t>(send_[static_cast<size_t>(q)]) * elem;
+      recv_at[q + 1] = recv_at[q] + static_cast<size_t>(recv_[static_cast<size_t>(q)]) * elem;
+    }
+    const char* src = static_cast<const char*>(in_.data);
+    char* dst = static_cast<char*>(out_.data);
+    Exchange ex(context, transport::Channel::kCollective, Label());
+    for (int k = 1; k < n; ++k) {
+      const int from = group.peer(-k);
+      const size_t length = recv_at[from + 1] - recv_at[from];
+      if (length > 0) ex.RecvRaw(from, dst + recv_at[from], length, nullptr, WholeMessageChunk(length));
+    }
+    for (int k = 1; k < n; ++k) {
+      const int to = group.peer(k);
+      const size_t length = send_at[to + 1] - send_at[to];
+      if (length > 0) ex.SendRaw(to, src + send_at[to], length, WholeMessageChunk(length));
+    }
+    const size_t own = send_at[me + 1] - send_at[me];
+    if (own > 0) std::memcpy(dst + recv_at[me], src + send_at[me], own);
+    ex.Wait();
+  }
+
+ private:
+  TensorView in_, out_;
+  std::vector<int64_t> send_, recv_;
+  bool varying_;
+  std::string name_;
+};
+
+std::vector<int64_t> CopyCounts(const int64_t* counts, int n, size_t numel, const char* what, const char* tensor) {
+  std::vector<int64_t> copy(static_cast<size_t>(n));
+  int64_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    copy[static_cast<size_t>(r)] = counts[r];
+    STARLING_CHECK_ARG(counts[r] >= 0, "alltoall: ", what, "[", r, "] is negative (", counts[r], ")");
+    STARLING_CHECK_ARG(AddFits(total, counts[r], &total), "alltoall: the ", what, " overflow");
+  }
+  STARLING_CHECK_ARG(static_cast<uint64_t>(total) == numel, "alltoall: the ", what, " sum to ", total, " but ",
+                     tensor, " has ", numel, " elements");
+  return copy;
+}
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
+                                          const TensorView& out, const int64_t* send_counts,
+                                          const int64_t* recv_counts, std::string name) {
+  const int n = context.size();
+  STARLING_CHECK_ARG(in.dtype == out.dtype, "alltoall: in is ", in.Describe(), " but out is ", out.Describe(),
+                     "; they must have the same dtype");
+  STARLING_CHECK_ARG((send_counts == nullptr) == (recv_counts == nullptr),
+                     "alltoall: pass both send_counts and recv_counts, or neither (equal blocks); got only ",
+                     send_counts ? "send_counts" : "recv_counts");
+  const bool varying = send_counts != nullptr;
+  std::vector<int64_t> send, recv;
+  if (varying) {
+    send = CopyCounts(send_counts, n, in.numel, "send_counts", "in");
+    recv = CopyCounts(recv_counts, n, out.numel, "recv_counts", "out");
+  } else {
+    STARLING_CHECK_ARG(in.numel == out.numel && in.numel % static_cast<size_t>(n) == 0, "alltoall: in has ",
+                       in.numel, " elements and out ", out.numel,
+                       "; with equal blocks both need the same element count, a multiple of size() = ", n);
+    send.assign(static_cast<size_t>(n), static_cast<int64_t>(in.numel / static_cast<size_t>(n)));
+    recv = send;
+  }
+  if (in.bytes > 0 && out.bytes > 0) {
+    const auto a = reinterpret_cast<uintptr_t>(in.data);
+    const auto b = reinterpret_cast<uintptr_t>(out.data);
+    STARLING_CHECK_ARG(a + in.bytes <= b || b + out.bytes <= a,
+                       "alltoall cannot run in place: in and out overlap; pass a separate out tensor");
+  }
+  return std::make_unique<AlltoallOp>(in, out, std::move(send), std::move(recv), varying, std::move(name));
+}
+
+}  // namespace starling::ops

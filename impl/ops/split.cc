@@ -1,0 +1,37 @@
+// starling_context_split's collective half, on the parent context's engine: ordered
+// with the parent's other operations, and agreed first (the dissemination every
+// classic collective starts with), so a rank making another call meanwhile gets
+// MISMATCH instead of a hang inside MPI_Comm_split.
+#include "impl/ops/agree.h"
+#include "impl/ops/collectives.h"
+
+namespace starling::ops {
+namespace {
+
+class ContextSplitOp : public runtime::Op {
+ public:
+  ContextSplitOp(int color, int key, MPI_Comm* out) : color_(color), key_(key), out_(out) {}
+
+  std::string Describe() const override { return Str("context_split (color ", color_, ", key ", key_, ")"); }
+
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.seq = context.NextSequence();
+    sig.kind = OpKind::kContextSplit;
+    Agree(context, WorldGroup(context), sig, Label());
+    *out_ = context.SplitCommunicator(color_, key_);
+  }
+
+ private:
+  int color_, key_;
+  MPI_Comm* out_;
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Op> MakeContextSplit(const runtime::Context&, int color, int key, MPI_Comm* out) {
+  STARLING_CHECK_ARG(color >= -1, "color must be >= 0, or STARLING_SPLIT_UNDEFINED (-1), got ", color);
+  return std::make_unique<ContextSplitOp>(color, key, out);
+}
+
+}  // namespace starling::ops
