@@ -14,6 +14,7 @@ PACKAGES=(
   python3-setuptools python3-wheel python3-pip python3-venv
   default-jdk-headless junit4 libhamcrest-java
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
+  python3-sphinx python3-myst-parser  # the documentation (packaging/docs.sh, ctest docs)
 )
 
 # From PyPI (Debian 12 has no JAX): CPU JAX for the JAX tests and example. 0.4.38 is
@@ -52,7 +53,7 @@ else
 fi
 
 # Open MPI 5 with ULFM (fault tolerance), for the second build that tests/ompi5/run.sh
-# makes (README, Surviving failures): the PyPI wheel is self-contained (mpicc, mpirun,
+# makes (docs/concepts/fault-tolerance.md): the PyPI wheel is self-contained (mpicc, mpirun,
 # headers), installed into a venv of its own so Debian's Open MPI 4.1 (the default
 # build's), mpi4py and NumPy stay untouched. STARLING_OMPI5_PREFIX moves it.
 OMPI5_VERSION=5.0.11

@@ -6,7 +6,7 @@ r ranks each (ranks numbered host by host, as mpirun places them):
 
   allreduce      Starling's ring: 2 (n - 1) rounds, each rank sends S / n to its right
                  neighbour; the reduce-scatter half also reduces what arrives.
-  mpi_allreduce  the same ring (Open MPI's choice for these sizes; see the README for
+  mpi_allreduce  the same ring (Open MPI's choice for these sizes; see docs/performance.md for
                  how well that fits).
   neighbor_exp2  one round: each rank sends S to each of its ceil(log2 n) out-neighbours
                  (i + 2^k), then combines what it received.

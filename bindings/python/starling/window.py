@@ -39,6 +39,7 @@ class Window:
 
     @property
     def name(self) -> str:
+        """The name the window was created under."""
         return self._name
 
     @property
@@ -76,6 +77,7 @@ class Window:
 
     def put_nonblocking(self, tensor: Any = None, *, dst_weights: Any = None, self_weight: float = 1.0,
                         require_mutex: bool = False) -> Request:
+        """As put, returning a Request."""
         return self._put(0, tensor, dst_weights, self_weight, require_mutex, True)
 
     def accumulate(self, tensor: Any = None, *, dst_weights: Any = None, self_weight: float = 1.0,
@@ -85,6 +87,7 @@ class Window:
 
     def accumulate_nonblocking(self, tensor: Any = None, *, dst_weights: Any = None, self_weight: float = 1.0,
                                require_mutex: bool = False) -> Request:
+        """As accumulate, returning a Request."""
         return self._put(1, tensor, dst_weights, self_weight, require_mutex, True)
 
     def _put(self, kind: int, tensor: Any, dst: Any, self_weight: float, mutex: bool, nonblocking: bool) -> Any:
@@ -119,6 +122,7 @@ class Window:
         self._get(src_weights, require_mutex, False)
 
     def get_nonblocking(self, *, src_weights: Any = None, require_mutex: bool = False) -> Request:
+        """As get, returning a Request."""
         return self._get(src_weights, require_mutex, True)
 
     def _get(self, src: Any, mutex: bool, nonblocking: bool) -> Any:

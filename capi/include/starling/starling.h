@@ -68,8 +68,10 @@ extern "C" {
  * Status codes. */
 typedef int starling_status_t;
 
+/* The values of starling_status_t. starling_status_string() explains each; the
+ * message of starling_last_error() says what exactly went wrong. */
 enum starling_status_code {
-  STARLING_SUCCESS = 0,
+  STARLING_SUCCESS = 0,                  /* the call did what it says */
   STARLING_IN_PROGRESS = 1,              /* request not finished yet (test only) */
   STARLING_ERR_INVALID_ARGUMENT = -1,    /* a NULL pointer, bad tensor, shape, rank, weight... */
   STARLING_ERR_INVALID_HANDLE = -2,      /* NULL, freed or destroyed handle */
@@ -81,7 +83,7 @@ enum starling_status_code {
   STARLING_ERR_TRANSPORT = -8,           /* MPI failed; the context is unusable */
   STARLING_ERR_NOT_FOUND = -9,           /* no such name (windows) */
   STARLING_ERR_ALREADY_EXISTS = -10,     /* name already taken (windows) */
-  STARLING_ERR_OUT_OF_MEMORY = -11,
+  STARLING_ERR_OUT_OF_MEMORY = -11,     /* an allocation failed (the message says which) */
   STARLING_ERR_INTERNAL = -12,           /* a bug in Starling: please report it */
   STARLING_ERR_ABORTED = -13,            /* starling_context_abort was called on the context */
   STARLING_ERR_PEER_FAILED = -14,        /* a rank of the context is gone (killed or exited) */
@@ -242,7 +244,7 @@ STARLING_API starling_status_t starling_context_abandon(starling_context_t ctx, 
  * started with it (`mpirun --with-ft ulfm`, `starlingrun --fault-tolerant`), a rank's
  * death no longer ends the job, and the context can go on without it:
  * - Detection: MPI reports the death (measured: 0.03-0.05 s after a SIGKILL on one
- *   host, README "Surviving failures"); Starling then revokes the context's
+ *   host, docs/reliability.md); Starling then revokes the context's
  *   communicators, so on EVERY surviving rank every pending and later operation of the
  *   context fails with STARLING_ERR_PEER_FAILED and a message naming the dead rank(s)
  *   ("rank 2 (pid 1234 on host vm) is gone ..."), also operations that do not involve
@@ -419,6 +421,7 @@ STARLING_API starling_status_t starling_joined(starling_context_t ctx, int* out)
  * Options follow the struct_size rule (STARLING_SPLIT_OPTIONS_INIT); NULL: defaults. */
 #define STARLING_SPLIT_UNDEFINED (-1)
 
+/* Options of starling_context_split: initialize with STARLING_SPLIT_OPTIONS_INIT. */
 typedef struct starling_split_options {
   size_t struct_size;     /* sizeof(starling_split_options_t) */
   int nodes_per_machine;  /* as in starling_context_options_t (0: detect) */
@@ -553,6 +556,7 @@ STARLING_API starling_status_t starling_request_free(starling_request_t req);
  * Classic collectives. All are collective over the context; `name` (may be NULL) is
  * a label for diagnostics and the timeline, not a rendezvous key. */
 
+/* The reduction of starling_allreduce and starling_local_allreduce. */
 typedef enum starling_reduce_op {
   STARLING_SUM = 0,
   STARLING_AVERAGE = 1,  /* sum / size; floating-point dtypes only */
@@ -675,10 +679,11 @@ STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t c
  * Topologies: weighted directed graphs over `size` ranks. Edge i -> j with weight w
  * means rank j receives rank i's tensor scaled by w; an edge r -> r is r's self
  * weight. Topologies are local objects (no communication); the generators produce the
- * same edges and weights as BlueFog's topology_util (see README for the one
- * deliberate difference). PRODUCES *out: free it with starling_topology_free.
+ * same edges and weights as BlueFog's topology_util (see docs/tutorials/migrating-from-bluefog.md
+ * for the one deliberate difference). PRODUCES *out: free it with starling_topology_free.
  * Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out). */
 
+/* The edges of starling_topology_ring. */
 typedef enum starling_ring_style {
   STARLING_RING_BIDIRECTIONAL = 0, /* i <-> i-1, i+1; weights 1/3 */
   STARLING_RING_LEFT = 1,          /* i sends to i-1; weights 1/2 */
@@ -715,6 +720,7 @@ STARLING_API starling_status_t starling_topology_fully_connected(int size,
                                                                  starling_topology_t* out);
 STARLING_API starling_status_t starling_topology_free(starling_topology_t topo);
 
+/* *out = the number of ranks the graph spans. */
 STARLING_API starling_status_t starling_topology_size(starling_topology_t topo, int* out);
 /* Number of edges, self-loops included. */
 STARLING_API starling_status_t starling_topology_num_edges(starling_topology_t topo, int* out);
@@ -926,7 +932,7 @@ STARLING_API starling_status_t starling_pair_gossip_nonblocking(starling_context
                                                                 starling_request_t* req);
 
 /* ---------------------------------------------------------------------------------
- * Compressed communication (README "Compressed communication" has the details).
+ * Compressed communication (docs/concepts/compression.md has the details).
  *
  * Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
  * anything else is UNSUPPORTED):
@@ -957,6 +963,8 @@ typedef enum starling_compressor {
   STARLING_COMPRESS_SIGN = 5
 } starling_compressor_t;
 
+/* How a compressed call compresses: initialize with STARLING_COMPRESSION_INIT (no
+ * compression), then set compressor and its parameters. */
 typedef struct starling_compression {
   size_t struct_size;         /* sizeof(starling_compression_t) */
   int compressor;             /* starling_compressor_t */
@@ -1065,6 +1073,7 @@ STARLING_API starling_status_t starling_window_lookup(starling_context_t ctx, co
 STARLING_API starling_status_t starling_window_names(starling_context_t ctx, char* buffer,
                                                      size_t capacity, size_t* length);
 
+/* Options of put, accumulate and get: initialize with STARLING_WINDOW_ARGS_INIT. */
 typedef struct starling_window_args {
   size_t struct_size;   /* sizeof(starling_window_args_t) */
   /* put / accumulate: destinations (default: every out-neighbor); get: sources
@@ -1104,6 +1113,8 @@ STARLING_API starling_status_t starling_window_get_nonblocking(starling_window_t
                                                                const starling_window_args_t* args,
                                                                starling_request_t* req);
 
+/* Options of update and update_then_collect: initialize with
+ * STARLING_WINDOW_UPDATE_ARGS_INIT. */
 typedef struct starling_window_update_args {
   size_t struct_size;   /* sizeof(starling_window_update_args_t) */
   /* 0: the topology's weights if it is weighted, else the uniform average over the

@@ -79,7 +79,7 @@ bool UlfmEnabled() {
 std::string UlfmMissing() {
   if (!UlfmCompiled())
     return "fault tolerance needs Open MPI 5 with ULFM: this Starling was built against an MPI without it "
-           "(Open MPI 4.1 has none); build against Open MPI 5 (README, Surviving failures) and run under "
+           "(Open MPI 4.1 has none); build against Open MPI 5 (docs/concepts/fault-tolerance.md) and run under "
            "`mpirun --with-ft ulfm` or `starlingrun --fault-tolerant`";
   if (!UlfmEnabled())
     return "fault tolerance needs ULFM enabled for the job: run under `mpirun --with-ft ulfm` or "

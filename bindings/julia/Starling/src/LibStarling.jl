@@ -49,6 +49,8 @@ const STARLING_SPLIT_UNDEFINED = -1
 # Status codes.
 const starling_status_t = Cint
 
+# The values of starling_status_t. starling_status_string() explains each; the
+# message of starling_last_error() says what exactly went wrong.
 const starling_status_code = Cint
 const STARLING_SUCCESS = Cint(0)
 const STARLING_IN_PROGRESS = Cint(1)
@@ -161,20 +163,7 @@ end
 starling_grow_result_t(; struct_size=sizeof(starling_grow_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, old_to_new=C_NULL, old_to_new_capacity=0, joined=C_NULL, joined_capacity=0) =
     starling_grow_result_t(struct_size, old_rank, old_size, new_rank, new_size, old_to_new, old_to_new_capacity, joined, joined_capacity)
 
-# Splitting a context (MPI_Comm_split): the ranks that pass the same color >= 0 form
-# one new context, ranked by key (ties by their rank in ctx), as torch.distributed's
-# new_group and Horovod's process sets need. A rank passing STARLING_SPLIT_UNDEFINED
-# joins none: *out is set to NULL and the call succeeds.
-# The new context is independent of ctx, as if created by starling_context_create over
-# its ranks: its own progress engine (operations on the two contexts run concurrently),
-# the default topology over its size (exponential-2), its own machine layout
-# (options->nodes_per_machine, else as a new context), windows, timeline file and GPU
-# path. Destroy it like any context (collective over its ranks), before or after ctx.
-# Failures: a rank's death is seen by every context it belongs to; each context is
-# repaired (starling_context_repair) on its own, over its own survivors. A split context
-# cannot grow (starling_context_grow is INVALID_USAGE there: grow the context it came
-# from and split again).
-# Options follow the struct_size rule (STARLING_SPLIT_OPTIONS_INIT); NULL: defaults.
+# Options of starling_context_split: initialize with STARLING_SPLIT_OPTIONS_INIT.
 struct starling_split_options_t
     struct_size::Csize_t
     nodes_per_machine::Cint
@@ -207,20 +196,14 @@ const STARLING_GPU_PATH_NONE = Cint(0)
 const STARLING_GPU_PATH_STAGED = Cint(1)
 const STARLING_GPU_PATH_NCCL = Cint(2)
 
-# Classic collectives. All are collective over the context; `name` (may be NULL) is
-# a label for diagnostics and the timeline, not a rendezvous key.
+# The reduction of starling_allreduce and starling_local_allreduce.
 const starling_reduce_op_t = Cint
 const STARLING_SUM = Cint(0)
 const STARLING_AVERAGE = Cint(1)
 const STARLING_MIN = Cint(2)
 const STARLING_MAX = Cint(3)
 
-# Topologies: weighted directed graphs over `size` ranks. Edge i -> j with weight w
-# means rank j receives rank i's tensor scaled by w; an edge r -> r is r's self
-# weight. Topologies are local objects (no communication); the generators produce the
-# same edges and weights as BlueFog's topology_util (see README for the one
-# deliberate difference). PRODUCES *out: free it with starling_topology_free.
-# Errors: INVALID_ARGUMENT (size < 1, bad parameters, NULL out).
+# The edges of starling_topology_ring.
 const starling_ring_style_t = Cint
 const STARLING_RING_BIDIRECTIONAL = Cint(0)
 const STARLING_RING_LEFT = Cint(1)
@@ -272,7 +255,7 @@ end
 starling_neighbor_args_t(; struct_size=sizeof(starling_neighbor_args_t), use_weights=0, self_weight=0.0, num_sources=0, source_ranks=C_NULL, source_weights=C_NULL, dynamic=0, num_destinations=0, destination_ranks=C_NULL, destination_weights=C_NULL, check_topology=0, name=C_NULL) =
     starling_neighbor_args_t(struct_size, use_weights, self_weight, num_sources, source_ranks, source_weights, dynamic, num_destinations, destination_ranks, destination_weights, check_topology, name)
 
-# Compressed communication (README "Compressed communication" has the details).
+# Compressed communication (docs/concepts/compression.md has the details).
 #
 # Compressors, on floating-point tensors only (float16, bfloat16, float32, float64;
 # anything else is UNSUPPORTED):
@@ -302,6 +285,8 @@ const STARLING_COMPRESS_TOPK = Cint(3)
 const STARLING_COMPRESS_RANDOMK = Cint(4)
 const STARLING_COMPRESS_SIGN = Cint(5)
 
+# How a compressed call compresses: initialize with STARLING_COMPRESSION_INIT (no
+# compression), then set compressor and its parameters.
 struct starling_compression_t
     struct_size::Csize_t
     compressor::Cint
@@ -315,6 +300,7 @@ end
 starling_compression_t(; struct_size=sizeof(starling_compression_t), compressor=STARLING_COMPRESS_NONE, k=0, ratio=0.0, seed=0, error_feedback=0, gamma=1.0) =
     starling_compression_t(struct_size, compressor, k, ratio, seed, error_feedback, gamma)
 
+# Options of put, accumulate and get: initialize with STARLING_WINDOW_ARGS_INIT.
 struct starling_window_args_t
     struct_size::Csize_t
     num_ranks::Cint
@@ -327,6 +313,8 @@ end
 starling_window_args_t(; struct_size=sizeof(starling_window_args_t), num_ranks=0, ranks=C_NULL, weights=C_NULL, self_weight=1.0, require_mutex=0) =
     starling_window_args_t(struct_size, num_ranks, ranks, weights, self_weight, require_mutex)
 
+# Options of update and update_then_collect: initialize with
+# STARLING_WINDOW_UPDATE_ARGS_INIT.
 struct starling_window_update_args_t
     struct_size::Csize_t
     use_weights::Cint
@@ -784,6 +772,7 @@ function starling_topology_free(topo)
     ccall((:starling_topology_free, libstarling), starling_status_t, (starling_topology_t,), topo)
 end
 
+# out = the number of ranks the graph spans.
 function starling_topology_size(topo, out)
     ccall((:starling_topology_size, libstarling), starling_status_t, (starling_topology_t, Ptr{Cint}), topo, out)
 end

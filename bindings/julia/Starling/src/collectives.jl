@@ -49,6 +49,7 @@ function bcast!(ctx::Context, out::AbstractArray, A::AbstractArray; root::Intege
     return out
 end
 
+"Nonblocking `bcast!`: `wait(req)` returns `A`."
 function bcast_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; root::Integer=0, name=nothing)
     input, output = tensor_views(A, out)
     label = cname(name)
@@ -160,6 +161,7 @@ function allgather!(ctx::Context, out::AbstractArray, A::AbstractArray; name=not
     return out
 end
 
+"Nonblocking `allgather!`: `wait(req)` returns `out`."
 function allgather_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; name=nothing)
     input, output = TensorView(A), TensorView(out)
     label = cname(name)
@@ -170,6 +172,7 @@ end
 
 "Returns once every rank has entered it."
 barrier(ctx::Context) = (check(L.starling_barrier(ctx.handle)); nothing)
+"Nonblocking `barrier`: `wait(req)` returns once every rank has entered it."
 barrier_nonblocking(ctx::Context) = Request(req -> L.starling_barrier_nonblocking(ctx.handle, req), ctx, Any[], nothing)
 
 "`allreduce!` among the ranks of this rank's machine only (collective over the context)."
@@ -180,6 +183,7 @@ function local_allreduce!(ctx::Context, out::AbstractArray, A::AbstractArray; op
     return out
 end
 
+"Nonblocking `local_allreduce!`: `wait(req)` returns `out`."
 function local_allreduce_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; op::Symbol=:sum,
                                       name=nothing)
     input, output = tensor_views(A, out)
@@ -202,6 +206,7 @@ function pair_gossip!(ctx::Context, out::AbstractArray, A::AbstractArray, peer::
     return out
 end
 
+"Nonblocking `pair_gossip!`: `wait(req)` returns `out`."
 function pair_gossip_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray, peer::Integer;
                                   self_weight::Real=0.5, pair_weight::Real=0.5, name=nothing)
     input, output = tensor_views(A, out)

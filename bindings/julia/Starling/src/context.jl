@@ -65,9 +65,11 @@ end
 
 "Rank within this rank's machine."
 local_rank(ctx::Context) = query(L.starling_local_rank, ctx)
+"Number of ranks on this rank's machine."
 local_size(ctx::Context) = query(L.starling_local_size, ctx)
 "Index of this rank's machine."
 machine_rank(ctx::Context) = query(L.starling_machine_rank, ctx)
+"Number of machines (hosts, or groups of `nodes_per_machine` ranks)."
 machine_size(ctx::Context) = query(L.starling_machine_size, ctx)
 "Same number of ranks on every machine, numbered contiguously per machine."
 is_homogeneous(ctx::Context) = query(L.starling_is_homogeneous, ctx) != 0

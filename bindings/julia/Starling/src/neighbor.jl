@@ -110,6 +110,7 @@ function neighbor_allgather!(ctx::Context, out::AbstractArray, A::AbstractArray;
     return out
 end
 
+"Nonblocking `neighbor_allgather!`: `wait(req)` returns `out`."
 function neighbor_allgather_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; kwargs...)
     input, output = TensorView(A), TensorView(out)
     args = NeighborArgs(; kwargs...)
@@ -131,6 +132,7 @@ function hierarchical_neighbor_allreduce!(ctx::Context, out::AbstractArray, A::A
     return out
 end
 
+"Nonblocking `hierarchical_neighbor_allreduce!`: `wait(req)` returns `out`."
 function hierarchical_neighbor_allreduce_nonblocking!(ctx::Context, out::AbstractArray, A::AbstractArray; kwargs...)
     input, output = tensor_views(A, out)
     args = NeighborArgs(; kwargs...)

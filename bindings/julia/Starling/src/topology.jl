@@ -59,7 +59,9 @@ symmetric_exponential_topology(n::Integer, base::Integer) =
 "A rows × cols grid with Metropolis-Hastings weights (0, 0: the most square shape)."
 mesh_grid_2d_topology(n::Integer; rows::Integer=0, cols::Integer=0) =
     make_topology(out -> L.starling_topology_mesh_grid_2d(n, rows, cols, out))
+"Every rank linked both ways to `center` (BlueFog's `StarGraph`)."
 star_topology(n::Integer; center::Integer=0) = make_topology(out -> L.starling_topology_star(n, center, out))
+"Every rank linked to every other, uniform weights `1/n`."
 fully_connected_topology(n::Integer) = make_topology(out -> L.starling_topology_fully_connected(n, out))
 
 const RING_STYLES = Dict(:bidirectional => L.STARLING_RING_BIDIRECTIONAL, :left => L.STARLING_RING_LEFT,
@@ -81,6 +83,7 @@ end
 nranks(t::Topology) = int_out(out -> L.starling_topology_size(handle(t), out))
 "Number of edges, self-loops included."
 num_edges(t::Topology) = int_out(out -> L.starling_topology_num_edges(handle(t), out))
+"`true` if every rank has the same degree (in + out, a self-loop counting twice)."
 isregular(t::Topology) = int_out(out -> L.starling_topology_is_regular(handle(t), out)) != 0
 "Same size and exactly the same weighted edges."
 isequivalent(a::Topology, b::Topology) = int_out(out -> L.starling_topology_is_equivalent(handle(a), handle(b), out)) != 0
@@ -144,6 +147,7 @@ end
 "A copy of the context's topology."
 topology(ctx::Context) = make_topology(out -> L.starling_get_topology(ctx.handle, out, C_NULL))
 
+"`true` when the context's topology was set weighted (operations default to its weights)."
 function is_topology_weighted(ctx::Context)
     flag = Ref{Cint}(0)
     t = make_topology(out -> L.starling_get_topology(ctx.handle, out, flag))
@@ -215,6 +219,7 @@ inner_outer_ring_schedule(world_size::Integer, local_size::Integer, rank::Intege
 inner_outer_expo2_schedule(world_size::Integer, local_size::Integer, rank::Integer) =
     make_schedule(out -> L.starling_schedule_inner_outer_expo2(world_size, local_size, rank, out), world_size)
 
+"The next step's `(send_ranks, recv_ranks)` of a schedule; advances it."
 function next!(s::Schedule)
     s.handle == C_NULL && throw(StarlingError(L.STARLING_ERR_INVALID_HANDLE, "the schedule was closed"))
     send = Vector{Cint}(undef, s.capacity)

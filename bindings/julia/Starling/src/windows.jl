@@ -101,6 +101,7 @@ function win_put!(win::Window, A::AbstractArray=win.array; kwargs...)
     return A
 end
 
+"Nonblocking `win_put!`: returns a `Request`."
 function win_put_nonblocking!(win::Window, A::AbstractArray=win.array; kwargs...)
     view, args = TensorView(A), WindowArgs(; kwargs...)
     return Request(req -> L.starling_window_put_nonblocking(win.handle, view, args, req), win.context,
@@ -113,6 +114,7 @@ function win_accumulate!(win::Window, A::AbstractArray=win.array; kwargs...)
     return A
 end
 
+"Nonblocking `win_accumulate!`: returns a `Request`."
 function win_accumulate_nonblocking!(win::Window, A::AbstractArray=win.array; kwargs...)
     view, args = TensorView(A), WindowArgs(; kwargs...)
     return Request(req -> L.starling_window_accumulate_nonblocking(win.handle, view, args, req), win.context,
@@ -125,6 +127,7 @@ function win_get!(win::Window; ranks=nothing, weights=nothing, require_mutex::Bo
     return win
 end
 
+"Nonblocking `win_get!`: returns a `Request`."
 function win_get_nonblocking!(win::Window; ranks=nothing, weights=nothing, require_mutex::Bool=false)
     args = WindowArgs(; ranks=ranks, weights=weights, require_mutex=require_mutex)
     return Request(req -> L.starling_window_get_nonblocking(win.handle, args, req), win.context, Any[args], win)
@@ -178,6 +181,7 @@ function win_mutex_acquire(win::Window; ranks=nothing, for_self::Bool=false)
     return nothing
 end
 
+"Releases the mutexes `win_mutex_acquire` took (same arguments)."
 function win_mutex_release(win::Window; ranks=nothing, for_self::Bool=false)
     r = Cint[x for x in something(ranks, Int[])]
     check(L.starling_window_mutex_release(win.handle, r, length(r), Cint(for_self)))
@@ -190,12 +194,14 @@ function set_window_associated_p_enabled!(ctx::Context, enabled::Bool)
     return ctx
 end
 
+"This rank's push-sum weight `p` of the window (1.0 at creation)."
 function associated_p(win::Window)
     p = Ref{Cdouble}(0)
     check(L.starling_window_associated_p(win.handle, p))
     return p[]
 end
 
+"Sets this rank's push-sum weight `p` of the window."
 function set_associated_p!(win::Window, p::Real)
     check(L.starling_window_set_associated_p(win.handle, p))
     return win

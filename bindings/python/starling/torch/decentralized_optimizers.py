@@ -233,6 +233,7 @@ class GradientTracking(_StaticMixing):
         return {name: self._tracker[p] for name, p in self._named if p in self._tracker}
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """One step: the wrapped optimizer's update and this method's communication (see the class). Returns the closure's loss, if any."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -301,6 +302,7 @@ class ExactDiffusion(_StaticMixing):
         self._psi: Dict[Any, torch.Tensor] = {}  # psi_0 = x_0
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """One step: the wrapped optimizer's update and this method's communication (see the class). Returns the closure's loss, if any."""
         self._check_unchanged()
         with torch.no_grad():
             before = {p: p.data.clone() for _, p in self._named}
@@ -351,6 +353,7 @@ class SynchronousModelAveraging(_Decentralized):
         self._steps = 0
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """One step: the wrapped optimizer's update and this method's communication (see the class). Returns the closure's loss, if any."""
         if self._after_repair():
             self._steps = 0  # the first step after a repair averages over the survivors
         if self._active and self._steps % self._num_steps == 0:
@@ -432,6 +435,7 @@ class AsynchronousPairAveraging(_Decentralized):
         self._random = random.Random(self._seed * 1000003 + mpi_ops.rank() + 7919 * _state.repairs)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """One step: the wrapped optimizer's update and this method's communication (see the class). Returns the closure's loss, if any."""
         if self._after_repair() and self._windows:
             self._choose_peers()
         loss = super().step(closure)

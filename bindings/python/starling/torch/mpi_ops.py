@@ -248,6 +248,7 @@ def size() -> int:
 
 
 def rank() -> int:
+    """This process's rank (0 to size() - 1)."""
     return S.require_context()._rank
 
 
@@ -258,6 +259,7 @@ def local_size() -> int:
 
 
 def local_rank() -> int:
+    """This rank's index among the ranks of its machine."""
     return _core.local_rank(S.require_context()._handle)
 
 
@@ -267,11 +269,13 @@ def is_homogeneous() -> bool:
 
 
 def machine_size() -> int:
+    """The number of machines (hosts, or groups of BLUEFOG/STARLING_NODES_PER_MACHINE ranks)."""
     assert is_homogeneous(), "Only supports homogeneous environment now"
     return _core.machine_size(S.context._handle)
 
 
 def machine_rank() -> int:
+    """The index of this rank's machine."""
     assert is_homogeneous(), "Only supports homogeneous environment now"
     return _core.machine_rank(S.context._handle)
 
@@ -297,10 +301,12 @@ def nccl_built() -> bool:
 
 # ---- topology ---------------------------------------------------------------------------
 def is_topo_weighted() -> bool:
+    """True when the topology was set weighted (operations default to its weights)."""
     return S.is_weighted
 
 
 def is_machine_topo_weighted() -> bool:
+    """True when the machine topology was set weighted."""
     return S.is_machine_weighted
 
 
@@ -310,6 +316,7 @@ def load_topology() -> Optional[nx.DiGraph]:
 
 
 def load_machine_topology() -> Optional[nx.DiGraph]:
+    """The graph over machines set by set_machine_topology, as a networkx DiGraph, or None."""
     return S.machine_topology
 
 
@@ -319,14 +326,17 @@ def in_neighbor_ranks() -> List[int]:
 
 
 def out_neighbor_ranks() -> List[int]:
+    """The ranks this rank sends to in the topology, in ascending order."""
     return list(S.out_ranks)
 
 
 def in_neighbor_machine_ranks() -> List[int]:
+    """The machines this rank's machine receives from in the machine topology."""
     return list(S.in_machine_ranks)
 
 
 def out_neighbor_machine_ranks() -> List[int]:
+    """The machines this rank's machine sends to in the machine topology."""
     return list(S.out_machine_ranks)
 
 
@@ -384,6 +394,7 @@ def suspend() -> None:
 
 
 def resume() -> None:
+    """Undoes suspend(): operations are accepted again."""
     context = S.require_context()
     S.suspended, S.handle = False, context._handle
 
@@ -398,6 +409,7 @@ def set_skip_negotiate_stage(value: bool) -> None:
 
 
 def get_skip_negotiate_stage() -> bool:
+    """The flag set_skip_negotiate_stage stored (Starling has no negotiation stage)."""
     return S.skip_negotiate_stage
 
 
@@ -419,6 +431,7 @@ def timeline_start_activity(tensor_name: str, activity_name: str) -> bool:
 
 
 def timeline_end_activity(tensor_name: str) -> bool:
+    """Ends the activity started last on tensor_name's lane; False when the timeline is off."""
     if not S.timeline_on:
         return _timeline_off()
     _core.timeline_end_activity(S.context._handle, tensor_name)
@@ -427,6 +440,7 @@ def timeline_end_activity(tensor_name: str) -> bool:
 
 @contextlib.contextmanager
 def timeline_context(tensor_name: str, activity_name: str) -> Iterator[None]:
+    """A context manager: timeline_start_activity on entry, timeline_end_activity on exit."""
     timeline_start_activity(tensor_name, activity_name)
     try:
         yield
@@ -545,6 +559,7 @@ def allreduce(tensor: torch.Tensor, average: bool = True, is_hierarchical_local:
 
 def allreduce_nonblocking(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
                           name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    """As allreduce, returning a handle for poll / synchronize / wait."""
     if compression is not None:
         return _compressed_allreduce(tensor, None, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, None, average, is_hierarchical_local, name, True)
@@ -560,6 +575,7 @@ def allreduce_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local
 
 def allreduce_nonblocking_(tensor: torch.Tensor, average: bool = True, is_hierarchical_local: bool = False,
                            name: Optional[str] = None, compression: Optional[Compression] = None) -> int:
+    """As ``allreduce_`` (in place), returning a handle for poll / synchronize / wait."""
     if compression is not None:
         return _compressed_allreduce(tensor, tensor, average, is_hierarchical_local, name, compression, True)
     return _allreduce(tensor, tensor, average, is_hierarchical_local, name, True)
@@ -588,14 +604,17 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) 
 
 
 def broadcast_nonblocking(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> int:
+    """As broadcast, returning a handle for poll / synchronize / wait."""
     return _broadcast(tensor, None, root_rank, name, True)
 
 
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> torch.Tensor:
+    """Broadcast in place: every rank's tensor becomes root_rank's; returns it."""
     return _broadcast(tensor, tensor, root_rank, name, False)
 
 
 def broadcast_nonblocking_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> int:
+    """As ``broadcast_`` (in place), returning a handle for poll / synchronize / wait."""
     return _broadcast(tensor, tensor, root_rank, name, True)
 
 
@@ -636,6 +655,7 @@ def reduce_scatter(tensor: torch.Tensor, op: str = "average", counts: Optional[L
 
 def reduce_scatter_nonblocking(tensor: torch.Tensor, op: str = "average", counts: Optional[List[int]] = None,
                                name: Optional[str] = None) -> int:
+    """As reduce_scatter, returning a handle for poll / synchronize / wait."""
     _check_name(name)
     return _register(S.require_context().reduce_scatter_nonblocking(tensor, op, counts=counts, name=name))
 
@@ -719,6 +739,7 @@ def neighbor_allgather(tensor: torch.Tensor, *, src_ranks: Optional[List[int]] =
 def neighbor_allgather_nonblocking(tensor: torch.Tensor, *, src_ranks: Optional[List[int]] = None,
                                    dst_ranks: Optional[List[int]] = None, enable_topo_check: bool = True,
                                    name: Optional[str] = None) -> int:
+    """As neighbor_allgather, returning a handle for poll / synchronize / wait."""
     return _neighbor_allgather(tensor, src_ranks, dst_ranks, enable_topo_check, name, True)
 
 
@@ -824,6 +845,7 @@ def neighbor_allreduce_nonblocking(tensor: torch.Tensor, *, self_weight: Optiona
                                    dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
                                    enable_topo_check: bool = True, name: Optional[str] = None,
                                    compression: Optional[Compression] = None, **deprecated: Any) -> int:
+    """As neighbor_allreduce, returning a handle for poll / synchronize / wait."""
     if deprecated:
         _reject_keywords("neighbor_allreduce_nonblocking", deprecated, _NEIGHBOR_DEPRECATED)
     if compression is not None:
@@ -876,6 +898,7 @@ def hierarchical_neighbor_allreduce_nonblocking(tensor: torch.Tensor, *, self_we
                                                 dst_machine_weights: Optional[Union[Dict[int, float],
                                                                                     List[int]]] = None,
                                                 enable_topo_check: bool = False, name: Optional[str] = None) -> int:
+    """As hierarchical_neighbor_allreduce, returning a handle for poll / synchronize / wait."""
     return _neighbor_allreduce(1, tensor, _hierarchical_args(self_weight, src_machine_weights, dst_machine_weights),
                                enable_topo_check, name, True)
 
@@ -907,6 +930,7 @@ def pair_gossip(tensor: torch.Tensor, target_rank: int, self_weight: Optional[fl
 
 def pair_gossip_nonblocking(tensor: torch.Tensor, target_rank: int, self_weight: Optional[float] = None,
                             pair_weight: Optional[float] = None, name: Optional[str] = None) -> int:
+    """As pair_gossip, returning a handle for poll / synchronize / wait."""
     return _pair_gossip(tensor, target_rank, self_weight, pair_weight, name, True)
 
 

@@ -33,6 +33,8 @@ _BACKWARD_WARNING = ("Unexpected behavior:\n  After num_steps_per_communication 
 
 
 class CommunicationType(Enum):
+    """How the optimizers of starling.torch average: over the neighbors, hierarchically
+    (inside each machine, then between machines), with a global allreduce, or not at all."""
     neighbor_allreduce = "neighbor.allreduce"
     hierarchical_neighbor_allreduce = "hierarchical.neighbor.allreduce"
     allreduce = "allreduce"

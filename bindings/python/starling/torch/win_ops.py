@@ -118,12 +118,13 @@ def _put(kind: int, tensor: torch.Tensor, name: str, self_weight: Optional[float
 def win_put(tensor: torch.Tensor, name: str, self_weight: Optional[float] = None,
             dst_weights: Optional[Dict[int, float]] = None, require_mutex: bool = False) -> bool:
     """Writes tensor * dst_weights[r] into each destination r's buffer for this rank
-    (default: every out-neighbor, weight 1), then tensor *= self_weight."""
+    (default: every out-neighbor, weight 1), then ``tensor *= self_weight``."""
     return _put(0, tensor, name, self_weight, dst_weights, require_mutex, False)
 
 
 def win_put_nonblocking(tensor: torch.Tensor, name: str, self_weight: Optional[float] = None,
                         dst_weights: Optional[Dict[int, float]] = None, require_mutex: bool = False) -> int:
+    """As win_put, returning a window handle for win_poll / win_wait."""
     return _put(0, tensor, name, self_weight, dst_weights, require_mutex, True)
 
 
@@ -135,6 +136,7 @@ def win_accumulate(tensor: torch.Tensor, name: str, self_weight: Optional[float]
 
 def win_accumulate_nonblocking(tensor: torch.Tensor, name: str, self_weight: Optional[float] = None,
                                dst_weights: Optional[Dict[int, float]] = None, require_mutex: bool = False) -> int:
+    """As win_accumulate, returning a window handle for win_poll / win_wait."""
     return _put(1, tensor, name, self_weight, dst_weights, require_mutex, True)
 
 
@@ -158,6 +160,7 @@ def win_get(name: str, src_weights: Optional[Dict[int, float]] = None, require_m
 
 def win_get_nonblocking(name: str, src_weights: Optional[Dict[int, float]] = None,
                         require_mutex: bool = False) -> int:
+    """As win_get, returning a window handle for win_poll / win_wait."""
     return _get(name, src_weights, require_mutex, True)
 
 
@@ -180,6 +183,7 @@ def win_wait(handle: int) -> bool:
 
 
 def win_poll(handle: int) -> bool:
+    """True once the window operation of this handle has finished (the handle stays valid until win_wait)."""
     request = S.win_handles.get(handle)
     if request is None:
         raise ValueError(f"Handle {handle} was not created or has been cleared.")
@@ -210,6 +214,7 @@ def get_win_version(name: str) -> Dict[int, int]:
 
 
 def get_current_created_window_names() -> List[str]:
+    """The names of the windows that exist now, sorted."""
     return sorted(S.windows)
 
 
@@ -224,6 +229,7 @@ def turn_on_win_ops_with_associated_p() -> None:
 
 
 def turn_off_win_ops_with_associated_p() -> None:
+    """Stops carrying push-sum's associated p with window operations (see turn_on_win_ops_with_associated_p)."""
     S.require_context().set_window_associated_p(False)
 
 

@@ -25,10 +25,12 @@ public final class Compression {
     this.gamma = gamma;
   }
 
+  /** Every element rounded to float16 (finite values saturate at +-65504). */
   public static Compression float16() {
     return new Compression(compressor_t.COMPRESS_FLOAT16, 0, 0, 0, false, 1.0);
   }
 
+  /** Every element rounded to bfloat16. */
   public static Compression bfloat16() {
     return new Compression(compressor_t.COMPRESS_BFLOAT16, 0, 0, 0, false, 1.0);
   }

@@ -79,10 +79,12 @@ public final class Context implements AutoCloseable {
     return out[0];
   }
 
+  /** This process's rank in the context, 0 to size() - 1. */
   public int rank() {
     return query(StarlingNative::rank);
   }
 
+  /** The number of ranks in the context. */
   public int size() {
     return query(StarlingNative::size);
   }
@@ -92,6 +94,7 @@ public final class Context implements AutoCloseable {
     return query(StarlingNative::local_rank);
   }
 
+  /** The number of ranks on this rank's machine. */
   public int localSize() {
     return query(StarlingNative::local_size);
   }
@@ -101,6 +104,7 @@ public final class Context implements AutoCloseable {
     return query(StarlingNative::machine_rank);
   }
 
+  /** The number of machines (hosts, or groups of nodes-per-machine ranks). */
   public int machineSize() {
     return query(StarlingNative::machine_size);
   }
@@ -120,10 +124,12 @@ public final class Context implements AutoCloseable {
     StarlingNative.timeline_start_activity(handle, name, activity);
   }
 
+  /** Ends the activity started last on lane {@code name} of the timeline. */
   public void timelineEndActivity(String name) {
     StarlingNative.timeline_end_activity(handle, name);
   }
 
+  /** The context's counters since its creation (operations, messages, bytes, fusion). */
   public Stats stats() {
     long[] v = new long[10];
     StarlingNative.get_stats(handle, v);
@@ -201,16 +207,19 @@ public final class Context implements AutoCloseable {
     Call.run(c -> StarlingNative.allreduce(handle, c.in(in, "in"), c.out(out, "out"), code, name));
   }
 
+  /** {@code out} = {@code op} over every rank's {@code in} (the same tensor: in place). Collective. */
   public void allreduce(Tensor in, Tensor out, ReduceOp op) {
     allreduce(in, out, op, null);
   }
 
+  /** As {@link #allreduce(Tensor, Tensor, ReduceOp)}, labelled {@code name}, returning a request. */
   public Request allreduceNonblocking(Tensor in, Tensor out, ReduceOp op, String name) {
     int code = Check.notNull(op, "op").code();
     return Call.submit(this, (c, r) ->
         StarlingNative.allreduce_nonblocking(handle, c.in(in, "in"), c.out(out, "out"), code, name, r));
   }
 
+  /** As {@link #allreduce(Tensor, Tensor, ReduceOp)}, returning a request. */
   public Request allreduceNonblocking(Tensor in, Tensor out, ReduceOp op) {
     return allreduceNonblocking(in, out, op, null);
   }
@@ -220,15 +229,18 @@ public final class Context implements AutoCloseable {
     Call.run(c -> StarlingNative.broadcast(handle, c.in(in, "in"), c.out(out, "out"), root, name));
   }
 
+  /** Every rank's {@code out} = {@code root}'s {@code in}. Collective. */
   public void broadcast(Tensor in, Tensor out, int root) {
     broadcast(in, out, root, null);
   }
 
+  /** As {@link #broadcast(Tensor, Tensor, int)}, labelled {@code name}, returning a request. */
   public Request broadcastNonblocking(Tensor in, Tensor out, int root, String name) {
     return Call.submit(this, (c, r) ->
         StarlingNative.broadcast_nonblocking(handle, c.in(in, "in"), c.out(out, "out"), root, name, r));
   }
 
+  /** As {@link #broadcast(Tensor, Tensor, int)}, returning a request. */
   public Request broadcastNonblocking(Tensor in, Tensor out, int root) {
     return broadcastNonblocking(in, out, root, null);
   }
@@ -245,10 +257,12 @@ public final class Context implements AutoCloseable {
     Call.run(c -> StarlingNative.java_reduce_scatter(handle, c.in(in, "in"), c.out(out, "out"), counts, code, name));
   }
 
+  /** Reduce-scatter with equal blocks: {@code out} = this rank's block of {@code op} over every rank's {@code in}. Collective. */
   public void reduceScatter(Tensor in, Tensor out, ReduceOp op) {
     reduceScatter(in, out, null, op, null);
   }
 
+  /** As reduce-scatter with per-rank counts (null: equal blocks), returning a request. */
   public Request reduceScatterNonblocking(Tensor in, Tensor out, long[] counts, ReduceOp op, String name) {
     int code = Check.notNull(op, "op").code();
     checkCounts(counts, "counts");
@@ -268,10 +282,12 @@ public final class Context implements AutoCloseable {
     Call.run(c -> StarlingNative.java_alltoall(handle, c.in(in, "in"), c.out(out, "out"), sendCounts, recvCounts, name));
   }
 
+  /** All-to-all with equal blocks: block q of {@code in} goes to rank q. Collective. */
   public void alltoall(Tensor in, Tensor out) {
     alltoall(in, out, null, null, null);
   }
 
+  /** As all-to-all with per-rank counts (null: equal blocks), returning a request. */
   public Request alltoallNonblocking(Tensor in, Tensor out, long[] sendCounts, long[] recvCounts, String name) {
     checkCounts(sendCounts, "sendCounts");
     checkCounts(recvCounts, "recvCounts");
@@ -319,6 +335,7 @@ public final class Context implements AutoCloseable {
     return dims[0];
   }
 
+  /** {@code out} = every rank's {@code in} concatenated along dimension 0 in rank order; returns each rank's first dimension. Collective. */
   public long[] allgather(Tensor in, Tensor out) {
     return allgather(in, out, null);
   }
@@ -341,6 +358,7 @@ public final class Context implements AutoCloseable {
         c.out(out, "out"), c.firstDims(size, size), name, r));
   }
 
+  /** As {@link #allgather(Tensor, Tensor)}, returning a request ({@link Request#firstDims()} gives the first dimensions). */
   public Request allgatherNonblocking(Tensor in, Tensor out) {
     return allgatherNonblocking(in, out, null);
   }
@@ -355,6 +373,7 @@ public final class Context implements AutoCloseable {
     return dims[0];
   }
 
+  /** Nonblocking exchange of every rank's first dimension ({@link Request#firstDims()}). */
   public Request allgatherFirstDimsNonblocking(Tensor in) {
     return Call.submit(this, (c, r) ->
         StarlingNative.allgather_first_dims_nonblocking(handle, c.in(in, "in"), c.firstDims(size, size), null, r));
@@ -365,6 +384,7 @@ public final class Context implements AutoCloseable {
     StarlingNative.barrier(handle);
   }
 
+  /** A barrier whose request completes once every rank has entered it. */
   public Request barrierNonblocking() {
     return Call.submit(this, (c, r) -> StarlingNative.barrier_nonblocking(handle, r));
   }
@@ -375,6 +395,7 @@ public final class Context implements AutoCloseable {
     Call.run(c -> StarlingNative.local_allreduce(handle, c.in(in, "in"), c.out(out, "out"), code, name));
   }
 
+  /** As the local (within-machine) allreduce, returning a request. */
   public Request localAllreduceNonblocking(Tensor in, Tensor out, ReduceOp op, String name) {
     int code = Check.notNull(op, "op").code();
     return Call.submit(this, (c, r) ->
@@ -387,6 +408,7 @@ public final class Context implements AutoCloseable {
         pairWeight, name));
   }
 
+  /** As pair gossip with {@code peer}, returning a request. */
   public Request pairGossipNonblocking(Tensor in, Tensor out, int peer, double selfWeight, double pairWeight,
       String name) {
     return Call.submit(this, (c, r) -> StarlingNative.pair_gossip_nonblocking(handle, c.in(in, "in"),
@@ -429,12 +451,14 @@ public final class Context implements AutoCloseable {
     neighborAllreduce(in, out, NeighborArgs.defaults());
   }
 
+  /** As {@link #neighborAllreduce(Tensor, Tensor, NeighborArgs)}, returning a request. */
   public Request neighborAllreduceNonblocking(Tensor in, Tensor out, NeighborArgs args) {
     Check.notNull(args, "args");
     return Call.submit(this, (c, r) -> StarlingNative.neighbor_allreduce_nonblocking(handle, c.in(in, "in"),
         c.out(out, "out"), args.build(c), r));
   }
 
+  /** As {@link #neighborAllreduce(Tensor, Tensor)}, returning a request. */
   public Request neighborAllreduceNonblocking(Tensor in, Tensor out) {
     return neighborAllreduceNonblocking(in, out, NeighborArgs.defaults());
   }
@@ -492,6 +516,7 @@ public final class Context implements AutoCloseable {
         args.build(c)));
   }
 
+  /** As {@link #hierarchicalNeighborAllreduce(Tensor, Tensor, NeighborArgs)}, returning a request. */
   public Request hierarchicalNeighborAllreduceNonblocking(Tensor in, Tensor out, NeighborArgs args) {
     Check.notNull(args, "args");
     return Call.submit(this, (c, r) -> StarlingNative.hierarchical_neighbor_allreduce_nonblocking(handle,

@@ -19,6 +19,7 @@ public class PeerFailedException extends StarlingException {
       Pattern.compile("((?:rank \\d+(?: \\([^()]*\\))?(?:, | and )?)+) (?:is|are) gone");
   private static final Pattern RANK = Pattern.compile("rank (\\d+)");
 
+  /** The ranks the message names as gone. */
   private final int[] failedRanks;
 
   /** Called by the JNI layer with the failing status and starling_last_error(). */

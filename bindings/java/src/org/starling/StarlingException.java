@@ -8,6 +8,7 @@ import org.starling.internal.StarlingNative;
  */
 public class StarlingException extends RuntimeException {
   private static final long serialVersionUID = 1L;
+  /** The status code (negative) of the failing call. */
   private final int code;
 
   /** Called by the JNI layer with the failing status and starling_last_error(). */

@@ -151,22 +151,27 @@ public final class Tensor {
     }
   }
 
+  /** The element type. */
   public DType dtype() {
     return dtype;
   }
 
+  /** The dimensions (a copy), row-major. */
   public long[] shape() {
     return shape.clone();
   }
 
+  /** The number of dimensions. */
   public int ndim() {
     return shape.length;
   }
 
+  /** The number of elements (the product of the dimensions). */
   public long numel() {
     return numel;
   }
 
+  /** The size in bytes (elements times the element size). */
   public long byteSize() {
     return numel * dtype.size();
   }

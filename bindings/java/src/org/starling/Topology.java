@@ -68,15 +68,18 @@ public final class Topology implements AutoCloseable {
     return make(out -> StarlingNative.topology_mesh_grid_2d(size, rows, cols, out));
   }
 
+  /** Every rank linked both ways to {@code center} (BlueFog's StarGraph). */
   public static Topology star(int size, int center) {
     return make(out -> StarlingNative.topology_star(size, center, out));
   }
 
+  /** A ring over {@code size} ranks, in one or both directions. */
   public static Topology ring(int size, RingStyle style) {
     Check.notNull(style, "style");
     return make(out -> StarlingNative.topology_ring(size, style.code(), out));
   }
 
+  /** Every rank linked to every other; uniform weights 1/size. */
   public static Topology fullyConnected(int size) {
     return make(out -> StarlingNative.topology_fully_connected(size, out));
   }

@@ -27,6 +27,7 @@ public final class Window implements AutoCloseable {
     this.creation = creation;
   }
 
+  /** The name the window was created under. */
   public String name() {
     return name;
   }
@@ -42,10 +43,12 @@ public final class Window implements AutoCloseable {
     Call.run(c -> StarlingNative.window_put(handle, c.out(data, "data"), args.build(c)));
   }
 
+  /** Puts {@code data} into every out-neighbor's buffer for this rank (default arguments). */
   public void put(Tensor data) {
     put(data, WindowArgs.defaults());
   }
 
+  /** As put, returning a request. */
   public Request putNonblocking(Tensor data, WindowArgs args) {
     Check.notNull(args, "args");
     return Call.submit(context, (c, r) ->
@@ -58,6 +61,7 @@ public final class Window implements AutoCloseable {
     Call.run(c -> StarlingNative.window_accumulate(handle, c.out(data, "data"), args.build(c)));
   }
 
+  /** As accumulate, returning a request. */
   public Request accumulateNonblocking(Tensor data, WindowArgs args) {
     Check.notNull(args, "args");
     return Call.submit(context, (c, r) ->
@@ -70,6 +74,7 @@ public final class Window implements AutoCloseable {
     Call.run(c -> StarlingNative.window_get(handle, args.build(c)));
   }
 
+  /** As get, returning a request. */
   public Request getNonblocking(WindowArgs args) {
     Check.notNull(args, "args");
     return Call.submit(context, (c, r) -> StarlingNative.window_get_nonblocking(handle, args.build(c), r));
@@ -81,6 +86,7 @@ public final class Window implements AutoCloseable {
     Call.run(c -> StarlingNative.window_update(handle, args.build(c)));
   }
 
+  /** Averages the window tensor with every in-neighbor buffer (default weights), in place; local. */
   public void update() {
     update(WindowUpdateArgs.defaults());
   }
@@ -123,6 +129,7 @@ public final class Window implements AutoCloseable {
     return out[0];
   }
 
+  /** Sets this rank's push-sum weight p of the window. */
   public void setAssociatedP(double p) {
     StarlingNative.window_set_associated_p(handle, p);
   }

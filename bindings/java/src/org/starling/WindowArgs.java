@@ -21,6 +21,7 @@ public final class WindowArgs {
     this.requireMutex = requireMutex;
   }
 
+  /** Every neighbor, weight 1, self weight 1, no mutex. */
   public static WindowArgs defaults() {
     return new WindowArgs(null, null, 1.0, false);
   }

@@ -26,6 +26,7 @@ public final class WindowUpdateArgs {
     this.requireMutex = requireMutex;
   }
 
+  /** The topology's weights (or the uniform average), no reset, no mutex. */
   public static WindowUpdateArgs defaults() {
     return new WindowUpdateArgs(false, 0, null, null, false, false);
   }
