@@ -1,7 +1,7 @@
 """Horovod's PyTorch API (horovod.torch) over Starling: ``import starling.torch as hvd``.
 
 BlueFog's API lives in the same namespace; where both define a name the function takes
-both forms (README, "PyTorch"):
+both forms (docs/tutorials/torch-distributed-and-horovod.md):
 
 - allreduce / allreduce_ / allreduce_nonblocking(_): BlueFog's positional order
   (tensor, average, is_hierarchical_local, name, compression) plus Horovod's keywords
@@ -55,70 +55,84 @@ def cross_rank() -> int:
 
 
 def cross_size() -> int:
+    """The number of machines (Horovod's cross size)."""
     return mpi_ops.machine_size()
 
 
 def mpi_built() -> bool:
+    """True: Starling runs over MPI."""
     return True
 
 
 def mpi_enabled() -> bool:
+    """True: Starling runs over MPI."""
     return True
 
 
 def gloo_built() -> bool:
+    """False: Starling has no Gloo controller."""
     return False
 
 
 def gloo_enabled() -> bool:
+    """False: Starling has no Gloo controller."""
     return False
 
 
 def ccl_built() -> bool:
+    """False: Starling has no oneCCL support."""
     return False
 
 
 def ddl_built() -> bool:
+    """False: Starling has no IBM DDL support."""
     return False
 
 
 def rocm_built() -> bool:
+    """False: Starling has no ROCm support."""
     return False
 
 
 # ---- compression (Horovod's compressors) -----------------------------------------------------------
-class _NoneCompressor:
+class NoneCompressor:
+    """Tensors travel as they are (Horovod's Compression.none)."""
+
     @staticmethod
     def compress(tensor: torch.Tensor) -> Tuple[torch.Tensor, Any]:
+        """(tensor, None): nothing to undo."""
         return tensor, None
 
     @staticmethod
     def decompress(tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """tensor itself."""
         return tensor
 
 
-class _FP16Compressor:
+class FP16Compressor:
     """Floating tensors travel as float16 and come back in their own dtype."""
 
     @staticmethod
     def compress(tensor: torch.Tensor) -> Tuple[torch.Tensor, Any]:
+        """(float16 copy, original dtype) for floating tensors; others as they are."""
         if tensor.dtype.is_floating_point:
             return tensor.to(torch.float16), tensor.dtype
         return tensor, None
 
     @staticmethod
     def decompress(tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """tensor back in the dtype compress() recorded."""
         return tensor.to(ctx) if ctx is not None else tensor
 
 
 class Compression:
     """hvd.Compression.none / hvd.Compression.fp16."""
-    none = _NoneCompressor
-    fp16 = _FP16Compressor
+    none = NoneCompressor
+    fp16 = FP16Compressor
 
 
 def _horovod_compressor(compression: Any) -> bool:
-    return isinstance(compression, type) and issubclass(compression, (_NoneCompressor, _FP16Compressor))
+    return isinstance(compression, type) and issubclass(compression, (NoneCompressor, FP16Compressor))
 
 
 # ---- process sets ----------------------------------------------------------------------------------
@@ -141,12 +155,15 @@ class ProcessSet:
         return self.context
 
     def included(self) -> bool:
+        """Whether this rank is a member."""
         return self.ranks is None or mpi_ops.rank() in self.ranks
 
     def size(self) -> int:
+        """The number of members."""
         return mpi_ops.size() if self.ranks is None else len(self.ranks)
 
     def rank(self) -> int:
+        """This rank's place among the members."""
         return mpi_ops.rank() if self.ranks is None else self.ranks.index(mpi_ops.rank())
 
     def __repr__(self) -> str:
@@ -193,7 +210,7 @@ def _start_allreduce(tensor: torch.Tensor, average: Optional[bool], op: Any, pre
     """Horovod's allreduce, started; its Pending returns the result (a new tensor)."""
     op = _op(op, average)
     ctx = process_set._require()
-    compressor = compression if _horovod_compressor(compression) else _NoneCompressor
+    compressor = compression if _horovod_compressor(compression) else NoneCompressor
     source = tensor * prescale if prescale != 1.0 else tensor
     wire, state = compressor.compress(source.contiguous())
     if op == Product:
@@ -258,6 +275,7 @@ def allreduce_nonblocking(tensor: torch.Tensor, average: Optional[bool] = None, 
                           name: Optional[str] = None, compression: Any = None, op: Any = None,
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                           process_set: ProcessSet = global_process_set) -> int:
+    """As allreduce, nonblocking: returns a handle for synchronize()/poll()."""
     if not _is_horovod_call(op, prescale_factor, postscale_factor, process_set, compression):
         return mpi_ops.allreduce_nonblocking(tensor, average is not False, is_hierarchical_local, name, compression)
     return _register(_start_allreduce(tensor, average, op, prescale_factor, postscale_factor, process_set,
@@ -268,6 +286,7 @@ def allreduce_nonblocking_(tensor: torch.Tensor, average: Optional[bool] = None,
                            is_hierarchical_local: bool = False, name: Optional[str] = None, compression: Any = None,
                            op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                            process_set: ProcessSet = global_process_set) -> int:
+    """As allreduce_, nonblocking (in place): returns a handle for synchronize()/poll()."""
     if not _is_horovod_call(op, prescale_factor, postscale_factor, process_set, compression):
         return mpi_ops.allreduce_nonblocking_(tensor, average is not False, is_hierarchical_local, name, compression)
     started = _start_allreduce(tensor, average, op, prescale_factor, postscale_factor, process_set, compression,
@@ -278,6 +297,7 @@ def allreduce_nonblocking_(tensor: torch.Tensor, average: Optional[bool] = None,
 def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                     op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                     process_set: ProcessSet = global_process_set) -> int:
+    """Horovod's allreduce_async: a handle for synchronize(); op defaults to Average."""
     return allreduce_nonblocking(tensor, average, False, name, None, op if op is not None else
                                  (Sum if average is False else Average), prescale_factor, postscale_factor,
                                  process_set)
@@ -286,6 +306,7 @@ def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: 
 def allreduce_async_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> int:
+    """Horovod's allreduce_async_ (in place): a handle for synchronize()."""
     return allreduce_nonblocking_(tensor, average, False, name, None, op if op is not None else
                                   (Sum if average is False else Average), prescale_factor, postscale_factor,
                                   process_set)
@@ -303,6 +324,7 @@ def grouped_allreduce(tensors: List[torch.Tensor], average: Optional[bool] = Non
 def grouped_allreduce_(tensors: List[torch.Tensor], average: Optional[bool] = None, name: Optional[str] = None,
                        op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> List[torch.Tensor]:
+    """As grouped_allreduce, in place."""
     results = grouped_allreduce(tensors, average, name, Compression.none, op, prescale_factor, postscale_factor,
                                 process_set)
     return [t.copy_(r) for t, r in zip(tensors, results)]
@@ -311,6 +333,7 @@ def grouped_allreduce_(tensors: List[torch.Tensor], average: Optional[bool] = No
 def grouped_allreduce_async(tensors: List[torch.Tensor], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                             process_set: ProcessSet = global_process_set) -> int:
+    """As grouped_allreduce, nonblocking: a handle whose synchronize() gives the list."""
     started = [_start_allreduce(t, average, op, prescale_factor, postscale_factor, process_set, Compression.none,
                                 None) for t in tensors]
     return _register(C.Pending(None, lambda: [p.wait() for p in started]))
@@ -327,6 +350,7 @@ def allgather(tensor: torch.Tensor, name: Optional[str] = None,
 
 def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set) -> int:
+    """As allgather, nonblocking: a handle for synchronize()."""
     if process_set is global_process_set:
         return mpi_ops.allgather_nonblocking(tensor, name)
     return _register(C.Pending(process_set._require().allgather_nonblocking(tensor, name=name)))
@@ -334,6 +358,7 @@ def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
 
 def grouped_allgather(tensors: List[torch.Tensor], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> List[torch.Tensor]:
+    """allgather of every tensor, in order."""
     return [allgather(t, None, process_set) for t in tensors]
 
 
@@ -347,6 +372,7 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
 
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """As broadcast, in place."""
     if process_set is global_process_set:
         return mpi_ops.broadcast_(tensor, root_rank, name)
     return tensor.copy_(process_set._require().broadcast(tensor, root_rank, name=name))
@@ -354,6 +380,7 @@ def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
 
 def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set) -> int:
+    """As broadcast, nonblocking: a handle for synchronize()."""
     if process_set is global_process_set:
         return mpi_ops.broadcast_nonblocking(tensor, root_rank, name)
     return _register(C.Pending(process_set._require().broadcast_nonblocking(tensor, root_rank, name=name)))
@@ -361,6 +388,7 @@ def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = 
 
 def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> int:
+    """As broadcast_, nonblocking (in place): a handle for synchronize()."""
     if process_set is global_process_set:
         return mpi_ops.broadcast_nonblocking_(tensor, root_rank, name)
     ctx = process_set._require()
@@ -404,16 +432,17 @@ def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression:
     counts = [rows // size + (1 if r < rows % size else 0) for r in range(size)]
     row = tensor[0].numel() if rows else 0
     source = tensor * prescale_factor if prescale_factor != 1.0 else tensor
-    wire, state = (compression if _horovod_compressor(compression) else _NoneCompressor).compress(source.contiguous())
+    wire, state = (compression if _horovod_compressor(compression) else NoneCompressor).compress(source.contiguous())
     out = torch.empty((counts[ctx.rank],) + tuple(tensor.shape[1:]), dtype=wire.dtype, device=tensor.device)
     C.reduce_scatter(ctx, wire.reshape(-1), out.view(-1), op, [c * row for c in counts]).wait()
-    result = (compression if _horovod_compressor(compression) else _NoneCompressor).decompress(out, state)
+    result = (compression if _horovod_compressor(compression) else NoneCompressor).decompress(out, state)
     return result * postscale_factor if postscale_factor != 1.0 else result
 
 
 def grouped_reducescatter(tensors: List[torch.Tensor], name: Optional[str] = None,
                           compression: Any = Compression.none, op: Any = Average,
                           process_set: ProcessSet = global_process_set) -> List[torch.Tensor]:
+    """reducescatter of every tensor, in order."""
     return [reducescatter(t, None, compression, op, process_set) for t in tensors]
 
 
@@ -457,6 +486,9 @@ def join(device: int = -1) -> int:
 
 
 class SyncBatchNorm:
+    """Not available: raises UnsupportedError (use torch.nn.SyncBatchNorm under DDP with
+    backend="starling")."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedError("hvd.SyncBatchNorm is not available in Starling: use torch.nn.SyncBatchNorm under "
                                "DistributedDataParallel with backend='starling' (import starling.torch.distributed)")
@@ -466,7 +498,7 @@ class _Elastic:
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedError(f"hvd.elastic.{name}: Horovod's elastic mode is not available in Starling. Starling "
                                "survives failures with starling.torch.repair() after a PeerFailedError and adds "
-                               "processes with grow() (README, Surviving failures)")
+                               "processes with grow() (docs/concepts/fault-tolerance.md)")
 
 
 elastic = _Elastic()
@@ -475,7 +507,7 @@ elastic = _Elastic()
 def _all_names() -> List[str]:
     return ["Average", "Sum", "Adasum", "Min", "Max", "Product", "is_initialized", "cross_rank", "cross_size",
             "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built", "rocm_built",
-            "Compression", "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+            "Compression", "NoneCompressor", "FP16Compressor", "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
             "allreduce", "allreduce_", "allreduce_nonblocking", "allreduce_nonblocking_", "allreduce_async",
             "allreduce_async_", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
             "allgather", "allgather_async", "grouped_allgather", "broadcast", "broadcast_", "broadcast_async",
