@@ -397,10 +397,22 @@ static PyObject* starling_py_int_list(const int* values, int count) {
 %apply const void* counts { const void* send_counts, const void* recv_counts };
 
 // ---- handles produced by a call ----------------------------------------------------------
+// Outputs replace the None that a status becomes (typemap above). SWIG 4.3 gave
+// SWIG_Python_AppendOutput an is_void argument that does this only for void functions:
+// without it a status function would return [None, output] there.
+%{
+static PyObject* starling_py_append_output(PyObject* result, PyObject* obj) {
+#if SWIG_VERSION >= 0x040300
+  return SWIG_Python_AppendOutput(result, obj, 1);
+#else
+  return SWIG_Python_AppendOutput(result, obj);
+#endif
+}
+%}
 %define STARLING_PY_HANDLE_OUT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE* NAME (TYPE temp = NULL) { $1 = &temp; }
 %typemap(argout) TYPE* NAME {
-  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0));
+  $result = starling_py_append_output($result, SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0));
 }
 %enddef
 STARLING_PY_HANDLE_OUT(starling_context_t, out)
@@ -420,10 +432,10 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
   if ($1 == NULL && PyErr_Occurred()) SWIG_fail;
 }
 %typemap(in, numinputs=0) void** out (void* stream_out = NULL) { $1 = &stream_out; }
-%typemap(argout) void** out { $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr(*$1)); }
+%typemap(argout) void** out { $result = starling_py_append_output($result, PyLong_FromVoidPtr(*$1)); }
 %typemap(in, numinputs=0) const char** out (const char* text_out = NULL) { $1 = ($1_ltype)&text_out; }
 %typemap(argout) const char** out {
-  $result = SWIG_Python_AppendOutput($result, PyUnicode_FromString(*$1 ? *$1 : ""));
+  $result = starling_py_append_output($result, PyUnicode_FromString(*$1 ? *$1 : ""));
 }
 
 %include <typemaps.i>
