@@ -32,7 +32,9 @@ export STARLING_BUILD_DIR=$(cd "$BUILD" && pwd)
 OUT=$STARLING_BUILD_DIR/docs
 start=$SECONDS
 rm -rf "$OUT/html"
-/usr/bin/python3 -m sphinx -W --keep-going -n -q -b html -d "$OUT/doctrees" docs "$OUT/html"
+# -E: read every source again (a cached environment would hide the warnings of docstrings
+# that changed without their page changing).
+/usr/bin/python3 -m sphinx -E -W --keep-going -n -q -b html -d "$OUT/doctrees" docs "$OUT/html"
 echo "docs: Sphinx built $OUT/html in $((SECONDS - start)) s"
 
 # The Java reference: javadoc of org.starling. Doclint's errors (syntax, HTML, broken

@@ -275,7 +275,7 @@ def allreduce_nonblocking(tensor: torch.Tensor, average: Optional[bool] = None, 
                           name: Optional[str] = None, compression: Any = None, op: Any = None,
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                           process_set: ProcessSet = global_process_set) -> int:
-    """As allreduce, nonblocking: returns a handle for synchronize()/poll()."""
+    """As ``allreduce``, nonblocking: returns a handle for ``synchronize()``/``poll()``."""
     if not _is_horovod_call(op, prescale_factor, postscale_factor, process_set, compression):
         return mpi_ops.allreduce_nonblocking(tensor, average is not False, is_hierarchical_local, name, compression)
     return _register(_start_allreduce(tensor, average, op, prescale_factor, postscale_factor, process_set,
@@ -286,7 +286,7 @@ def allreduce_nonblocking_(tensor: torch.Tensor, average: Optional[bool] = None,
                            is_hierarchical_local: bool = False, name: Optional[str] = None, compression: Any = None,
                            op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                            process_set: ProcessSet = global_process_set) -> int:
-    """As allreduce_, nonblocking (in place): returns a handle for synchronize()/poll()."""
+    """As ``allreduce_``, nonblocking (in place): returns a handle for ``synchronize()``/``poll()``."""
     if not _is_horovod_call(op, prescale_factor, postscale_factor, process_set, compression):
         return mpi_ops.allreduce_nonblocking_(tensor, average is not False, is_hierarchical_local, name, compression)
     started = _start_allreduce(tensor, average, op, prescale_factor, postscale_factor, process_set, compression,
@@ -306,7 +306,7 @@ def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: 
 def allreduce_async_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Any = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> int:
-    """Horovod's allreduce_async_ (in place): a handle for synchronize()."""
+    """Horovod's ``allreduce_async_`` (in place): a handle for ``synchronize()``."""
     return allreduce_nonblocking_(tensor, average, False, name, None, op if op is not None else
                                   (Sum if average is False else Average), prescale_factor, postscale_factor,
                                   process_set)
@@ -388,7 +388,7 @@ def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = 
 
 def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> int:
-    """As broadcast_, nonblocking (in place): a handle for synchronize()."""
+    """As ``broadcast_``, nonblocking (in place): a handle for ``synchronize()``."""
     if process_set is global_process_set:
         return mpi_ops.broadcast_nonblocking_(tensor, root_rank, name)
     ctx = process_set._require()
