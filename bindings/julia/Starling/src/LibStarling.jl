@@ -425,7 +425,7 @@ end
 # finalized (the process is expected to exit; Open MPI's launcher then ends the job
 # with a non-zero status). reason: what peers are told after "rank N ", e.g. "is
 # exiting: out of memory" (NULL: "abandoned its context"); longer than 480 bytes is cut.
-# Returns within about 1 s (0.1 s for the launcher to forward this process's last
+# Returns within about 0.4 s (0.1 s for the launcher to forward this process's last
 # output, such as a traceback, before the peers' errors; then the notices must leave).
 # Also done by Starling itself when the process exits while a context is alive
 # (exit() or a return from main without destroy): reason "exited (status N) without
