@@ -160,6 +160,13 @@ void Context::Destroy() {
     // Under the notice lock: a thread polling for notices must not see a dead transport.
     std::lock_guard<std::mutex> lock(notice_mutex_);
     WithdrawNoticeReceive();
+    if (local_teardown() && transport_) {
+      // Torn down locally (aborted or failed): peers' departure notices may still be on
+      // their way and are not awaited. Freed communicators' context ids are reused, and a
+      // later communicator would match those notices (Open MPI 4.1 then hung a new
+      // context's MPI_Comm_split_type, 4 ranks each aborting a context). Keep them.
+      Quarantine(std::shared_ptr<transport::MpiTransport>(transport_.release()));
+    }
     transport_.reset();
   }
   if (holds_mpi_) {
