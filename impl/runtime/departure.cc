@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impl/common/logging.h"
+#include "impl/common/quarantine.h"
 #include "impl/runtime/context.h"
 #include "impl/runtime/wait_monitor.h"
 
@@ -66,9 +67,11 @@ void Context::Depart(const std::string& reason, bool normal) {
   if (departed_ || !transport_) return;
   departed_ = true;
   if (size_ <= 1) return;
-  // Leaked on purpose, as in NotifyPeerFailure: a send to a stuck peer may complete
-  // (and read the buffer) at any later time.
-  auto* notice = new Notice();
+  // Kept until the process ends (quarantined, so leak checkers see it held): a send to a
+  // stuck peer may complete (and read the buffer) at any later time.
+  auto kept = std::make_shared<Notice>();
+  Quarantine(kept);
+  Notice* notice = kept.get();
   notice->magic = kDepartureMagic;
   notice->reporter = rank_;
   notice->sequence = normal ? sequence_ : 0;  // normal: the engine is stopped
