@@ -62,6 +62,25 @@ starling_status_t Finished(const runtime::Request& request) {
   return SetLastError(request.code(), request.message());
 }
 
+// Destroy and abandon: the handle stays valid until the teardown is over, so that another
+// thread can still abort the context (destroy runs queued work, which a silent peer could
+// block); it is removed afterwards, whatever the teardown did.
+template <typename Teardown>
+void TearDown(starling_context_t ctx, Teardown teardown) {
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  struct Remove {
+    starling_context_t handle;
+    ~Remove() {
+      try {
+        Contexts().Take(handle);
+      } catch (...) {
+        // Another thread's destroy removed it first.
+      }
+    }
+  } remove{ctx};
+  teardown(*context);
+}
+
 }  // namespace
 }  // namespace starling::capi
 
@@ -141,37 +160,15 @@ STARLING_API starling_status_t starling_context_split(starling_context_t ctx, in
 
 STARLING_API starling_status_t starling_context_destroy(starling_context_t ctx) {
   STARLING_API_BEGIN();
-  // The handle stays valid until the teardown is over, so that another thread can still
-  // abort the context (destroy runs queued work, which a silent peer could block).
-  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
-  struct Remove {
-    starling_context_t handle;
-    ~Remove() {
-      try {
-        Contexts().Take(handle);
-      } catch (...) {
-        // Another thread's destroy removed it first.
-      }
-    }
-  } remove{ctx};
-  context->Destroy();
+  TearDown(ctx, [](runtime::Context& context) { context.Destroy(); });
   STARLING_API_END();
 }
 
 STARLING_API starling_status_t starling_context_abandon(starling_context_t ctx, const char* reason) {
   STARLING_API_BEGIN();
-  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
-  struct Remove {
-    starling_context_t handle;
-    ~Remove() {
-      try {
-        Contexts().Take(handle);
-      } catch (...) {
-        // Another thread's destroy removed it first.
-      }
-    }
-  } remove{ctx};
-  context->Abandon(reason != nullptr && *reason != '\0' ? reason : "abandoned its context");
+  TearDown(ctx, [reason](runtime::Context& context) {
+    context.Abandon(reason != nullptr && *reason != '\0' ? reason : "abandoned its context");
+  });
   STARLING_API_END();
 }
 

@@ -135,15 +135,19 @@ std::string DescribeOp(const char* kind, const std::string& name, const std::str
   return name.empty() ? Str(kind, " (", details, ")") : Str(kind, " '", name, "' (", details, ")");
 }
 
-void CheckReduceArgs(const TensorView& in, const TensorView& out, ReduceOp op) {
-  CheckSameLayout(in, out, "in", "out");
-  CheckInOut(in, out, "in", "out");
+void CheckReduceOp(ReduceOp op, DType dtype) {
   STARLING_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kMin ||
                          op == ReduceOp::kMax,
                      "reduce op ", static_cast<int>(op), " is not STARLING_SUM, _AVERAGE, _MIN or _MAX");
-  STARLING_CHECK(op != ReduceOp::kAverage || IsFloating(in.dtype), Code::kUnsupported,
-                 "STARLING_AVERAGE needs a floating-point tensor, got ", DTypeName(in.dtype),
+  STARLING_CHECK(op != ReduceOp::kAverage || IsFloating(dtype), Code::kUnsupported,
+                 "STARLING_AVERAGE needs a floating-point tensor, got ", DTypeName(dtype),
                  "; use STARLING_SUM and divide");
+}
+
+void CheckReduceArgs(const TensorView& in, const TensorView& out, ReduceOp op) {
+  CheckSameLayout(in, out, "in", "out");
+  CheckInOut(in, out, "in", "out");
+  CheckReduceOp(op, in.dtype);
 }
 
 std::unique_ptr<runtime::Op> MakeAllreduce(const runtime::Context&, const TensorView& in, const TensorView& out,

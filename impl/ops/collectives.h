@@ -48,6 +48,9 @@ void RunAllreduce(runtime::Context& context, const Group& group, const TensorVie
 void RunBroadcast(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
                   int root_index, Signature sig, const LazyText& what);
 
+// The reduction ops allreduce and reduce_scatter take (AVERAGE on floating dtypes only).
+void CheckReduceOp(ReduceOp op, DType dtype);
+
 // "allreduce 'name' (...)": shared formatting of op descriptions.
 std::string DescribeOp(const char* kind, const std::string& name, const std::string& details);
 

@@ -141,12 +141,7 @@ std::unique_ptr<runtime::Op> MakeReduceScatter(const runtime::Context& context, 
   const int n = context.size();
   STARLING_CHECK_ARG(in.dtype == out.dtype, "reduce_scatter: in is ", in.Describe(), " but out is ", out.Describe(),
                      "; they must have the same dtype");
-  STARLING_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kMin ||
-                         op == ReduceOp::kMax,
-                     "reduce op ", static_cast<int>(op), " is not STARLING_SUM, _AVERAGE, _MIN or _MAX");
-  STARLING_CHECK(op != ReduceOp::kAverage || IsFloating(in.dtype), Code::kUnsupported,
-                 "STARLING_AVERAGE needs a floating-point tensor, got ", DTypeName(in.dtype),
-                 "; use STARLING_SUM and divide");
+  CheckReduceOp(op, in.dtype);
   std::vector<int64_t> blocks(static_cast<size_t>(n));
   if (counts == nullptr) {
     STARLING_CHECK_ARG(in.numel == out.numel * static_cast<size_t>(n), "reduce_scatter: in has ", in.numel,

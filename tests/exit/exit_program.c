@@ -13,6 +13,8 @@
  * serve C programs. */
 #include <starling/starling.h>
 
+#include "example_util.h" /* vector(): a float64 DLTensor */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,19 +24,6 @@ static double Mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static DLTensor Vector(double* data, int64_t* shape) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = 1;
-  t.dtype.code = kDLFloat;
-  t.dtype.bits = 64;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
 }
 
 int main(int argc, char** argv) {
@@ -55,7 +44,7 @@ int main(int argc, char** argv) {
   starling_size(ctx, &size);
   double x[3] = {1, 2, 3}, y[3], w[3] = {0, 0, 0};
   int64_t shape[1] = {3};
-  DLTensor in = Vector(x, shape), out = Vector(y, shape), wt = Vector(w, shape);
+  DLTensor in = vector(x, shape), out = vector(y, shape), wt = vector(w, shape);
   starling_window_t win = NULL;
   if (windowed && starling_window_create(ctx, &wt, "w", 1, &win) != STARLING_SUCCESS) {
     fprintf(stderr, "window_create: %s\n", starling_last_error());

@@ -8,23 +8,12 @@
  * exit_after_repair.sh, many times in a row. Prints "LEFT rank=R" per survivor. */
 #include <starling/starling.h>
 
+#include "example_util.h" /* vector(): a float64 DLTensor */
+
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static DLTensor Vector(double* data, int64_t* shape) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = 1;
-  t.dtype.code = kDLFloat;
-  t.dtype.bits = 64;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
 
 static int Fail(int rank, const char* what, int status) {
   printf("FAILED rank=%d %s: status %d: %s\n", rank, what, status, starling_last_error());
@@ -44,7 +33,7 @@ int main(void) {
   if (rank == victim) raise(SIGKILL);
   double x[3] = {1, 2, 3}, y[3];
   int64_t shape[1] = {3};
-  DLTensor in = Vector(x, shape), out = Vector(y, shape);
+  DLTensor in = vector(x, shape), out = vector(y, shape);
   s = starling_allreduce(ctx, &in, &out, STARLING_SUM, "first");
   if (s != STARLING_ERR_PEER_FAILED) return Fail(rank, "allreduce 'first' (expected PEER_FAILED)", s);
   for (int attempt = 0;; ++attempt) {

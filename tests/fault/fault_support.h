@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <starling/starling.h>
@@ -20,20 +21,24 @@ inline double Mono() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-struct Tensor {
-  std::vector<double> data;
+// A 1-D CPU tensor of T (a floating or signed integer type) that owns its data.
+template <typename T>
+struct VectorTensor {
+  std::vector<T> data;
   int64_t shape[1];
   DLTensor t{};
-  explicit Tensor(size_t n, double value = 0.0) : data(n, value) {
+  explicit VectorTensor(size_t n, T value = T{}) : data(n, value) {
     shape[0] = static_cast<int64_t>(n);
     t.data = data.data();
     t.device = {kDLCPU, 0};
     t.ndim = 1;
-    t.dtype = {kDLFloat, 64, 1};
+    t.dtype = {static_cast<uint8_t>(std::is_floating_point<T>::value ? kDLFloat : kDLInt),
+               static_cast<uint8_t>(8 * sizeof(T)), 1};
     t.shape = shape;
   }
-  void Fill(double v) { std::fill(data.begin(), data.end(), v); }
+  void Fill(T v) { std::fill(data.begin(), data.end(), v); }
 };
+using Tensor = VectorTensor<double>;
 
 struct Failure {
   std::string reason;

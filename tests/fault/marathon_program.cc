@@ -42,19 +42,7 @@ using fault_support::Mono;
 
 constexpr int K = 64;  // accumulator length
 
-struct Int64Tensor {
-  std::vector<int64_t> data;
-  int64_t shape[1];
-  DLTensor t{};
-  explicit Int64Tensor(size_t n) : data(n, 0) {
-    shape[0] = static_cast<int64_t>(n);
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLInt, 64, 1};
-    t.shape = shape;
-  }
-};
+using Int64Tensor = fault_support::VectorTensor<int64_t>;
 
 // A value every rank can compute for any (step, rank, k): below 2^20, so sums of a
 // few thousand steps stay exact in int64.

@@ -17,20 +17,9 @@ using Collectives = ContextTest;
 // agreement + ring/chain paths run; several chunks of 256 KiB.
 const size_t kSizes[] = {0, 1, 7, 1000, 70000};
 
-double Reference(Kind k, starling_reduce_op_t op, int size, size_t i, int salt) {
-  double acc = Value(k, 0, i, salt);
-  for (int r = 1; r < size; ++r) {
-    const double v = Value(k, r, i, salt);
-    if (op == STARLING_SUM || op == STARLING_AVERAGE) acc += v;
-    if (op == STARLING_MIN) acc = std::min(acc, v);
-    if (op == STARLING_MAX) acc = std::max(acc, v);
-  }
-  return op == STARLING_AVERAGE ? acc / size : acc;
-}
-
 void CheckAllreduce(Buffer& out, starling_reduce_op_t op, int size, int salt, const std::string& what) {
   for (size_t i = 0; i < out.numel(); ++i) {
-    const double expected = Reference(out.kind, op, size, i, salt);
+    const double expected = ReducedValue(out.kind, op, size, i, salt);
     const double scale = op == STARLING_AVERAGE ? 4.0 : 4.0 * size;
     ASSERT_NEAR(out.get(i), expected, Tolerance(out.kind, scale)) << what << " element " << i;
   }

@@ -16,17 +16,6 @@ using Scatter = ContextTest;
 // threshold, so the ring runs for every dtype).
 const size_t kBlocks[] = {0, 1, 7, 40000};
 
-double Combine(Kind k, starling_reduce_op_t op, int size, size_t i, int salt) {
-  double acc = Value(k, 0, i, salt);
-  for (int r = 1; r < size; ++r) {
-    const double v = Value(k, r, i, salt);
-    if (op == STARLING_SUM || op == STARLING_AVERAGE) acc += v;
-    if (op == STARLING_MIN) acc = std::min(acc, v);
-    if (op == STARLING_MAX) acc = std::max(acc, v);
-  }
-  return op == STARLING_AVERAGE ? acc / size : acc;
-}
-
 std::vector<starling_reduce_op_t> OpsFor(Kind k) {
   std::vector<starling_reduce_op_t> ops = {STARLING_SUM, STARLING_MIN, STARLING_MAX};
   if (IsFloat(k)) ops.push_back(STARLING_AVERAGE);
@@ -41,7 +30,7 @@ void Fill(Buffer& b, int rank, int salt) {
 void CheckBlock(Buffer& out, size_t first, starling_reduce_op_t op, int size, int salt, const std::string& what) {
   const double scale = op == STARLING_AVERAGE ? 4.0 : 4.0 * size;
   for (size_t i = 0; i < out.numel(); ++i) {
-    ASSERT_NEAR(out.get(i), Combine(out.kind, op, size, first + i, salt), Tolerance(out.kind, scale))
+    ASSERT_NEAR(out.get(i), ReducedValue(out.kind, op, size, first + i, salt), Tolerance(out.kind, scale))
         << what << " element " << i;
   }
 }

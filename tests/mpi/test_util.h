@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -182,6 +183,19 @@ inline double Value(Kind k, int r, size_t i, int salt = 0) {
   if (k == Kind::kU8) return static_cast<double>(h % 50);
   if (!IsFloat(k)) return static_cast<double>(static_cast<int>(h % 41) - 20);
   return (static_cast<double>(h) - 31.0) / 8.0;
+}
+
+// Element i of op over every rank's Value(k, r, i, salt), in float64 (the reference
+// for allreduce and reduce_scatter).
+inline double ReducedValue(Kind k, starling_reduce_op_t op, int size, size_t i, int salt) {
+  double acc = Value(k, 0, i, salt);
+  for (int r = 1; r < size; ++r) {
+    const double v = Value(k, r, i, salt);
+    if (op == STARLING_SUM || op == STARLING_AVERAGE) acc += v;
+    if (op == STARLING_MIN) acc = std::min(acc, v);
+    if (op == STARLING_MAX) acc = std::max(acc, v);
+  }
+  return op == STARLING_AVERAGE ? acc / size : acc;
 }
 
 // Tolerance for comparing against a float64 reference of magnitude `scale`.

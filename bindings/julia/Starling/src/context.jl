@@ -155,11 +155,16 @@ throw `StarlingError` (PEER_FAILED) naming it and `reason` (what follows "rank N
 "is exiting: out of memory"). Local: no collective, MPI is not finalized (the process
 should exit). A process that exits with the context still open does this by itself.
 """
-function abandon!(ctx::Context, reason::AbstractString = "abandoned its context")
+abandon!(ctx::Context, reason::AbstractString = "abandoned its context") =
+    teardown!(() -> L.starling_context_abandon(ctx.handle, reason), ctx)
+
+# close and abandon!: mark the context closed first (idempotent), run the C teardown,
+# and release what the context roots even when the teardown throws.
+function teardown!(destroy::Function, ctx::Context)
     ctx.closed && return nothing
     ctx.closed = true
     try
-        check(L.starling_context_abandon(ctx.handle, reason))
+        check(destroy())
     finally
         release_requests(ctx)
         empty!(ctx.windows)
@@ -174,17 +179,7 @@ Destroys the context (collective): operations already submitted finish first, la
 calls throw `StarlingError` (INVALID_HANDLE). Idempotent. After `abort!(ctx)` or a
 PEER_FAILED error it is local: it never waits for peers.
 """
-function Base.close(ctx::Context)
-    ctx.closed && return nothing
-    ctx.closed = true
-    try
-        check(L.starling_context_destroy(ctx.handle))
-    finally
-        release_requests(ctx)
-        empty!(ctx.windows)
-    end
-    return nothing
-end
+Base.close(ctx::Context) = teardown!(() -> L.starling_context_destroy(ctx.handle), ctx)
 
 "The library's version, `major * 10000 + minor * 100 + patch`."
 version() = Int(L.starling_get_version())

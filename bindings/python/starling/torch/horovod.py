@@ -404,18 +404,12 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Any] = None, name: Optional[
     if process_set is global_process_set:
         return mpi_ops.alltoall(tensor, splits, name)  # the native one (same semantics)
     ctx = process_set._require()
-    size = ctx.size
-    rows = tensor.shape[0]
-    send = [rows // size] * size if splits is None else [int(s) for s in (splits.tolist() if torch.is_tensor(splits)
-                                                                          else splits)]
-    if splits is None and rows % size:
-        raise ValueError(f"alltoall: {rows} rows do not split into size() = {size} equal parts; pass splits")
-    received = ctx.allgather(torch.tensor([send], dtype=torch.int64))[:, ctx.rank].tolist()  # rows from each rank
-    row = tensor[0].numel() if rows else 0
-    out = torch.empty((sum(received),) + tuple(tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
-    C.alltoall(ctx, tensor.reshape(-1).contiguous(), out.view(-1), [s * row for s in send],
-               [r * row for r in received]).wait()
-    return out if splits is None else (out, torch.tensor(received, dtype=torch.int32))
+    if splits is None:
+        return ctx.alltoall(tensor.contiguous(), name=name)
+    send = [int(s) for s in (splits.tolist() if torch.is_tensor(splits) else splits)]
+    received = ctx.alltoall_splits(send)  # rows from each rank
+    out = ctx.alltoall(tensor.contiguous(), splits=send, recv_splits=received, name=name)
+    return out, torch.tensor(received, dtype=torch.int32)
 
 
 def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression: Any = Compression.none,
@@ -430,12 +424,10 @@ def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression:
     size = ctx.size
     rows = tensor.shape[0]
     counts = [rows // size + (1 if r < rows % size else 0) for r in range(size)]
-    row = tensor[0].numel() if rows else 0
     source = tensor * prescale_factor if prescale_factor != 1.0 else tensor
-    wire, state = (compression if _horovod_compressor(compression) else NoneCompressor).compress(source.contiguous())
-    out = torch.empty((counts[ctx.rank],) + tuple(tensor.shape[1:]), dtype=wire.dtype, device=tensor.device)
-    C.reduce_scatter(ctx, wire.reshape(-1), out.view(-1), op, [c * row for c in counts]).wait()
-    result = (compression if _horovod_compressor(compression) else NoneCompressor).decompress(out, state)
+    compressor = compression if _horovod_compressor(compression) else NoneCompressor
+    wire, state = compressor.compress(source.contiguous())
+    result = compressor.decompress(ctx.reduce_scatter(wire, op, counts=counts, name=name), state)
     return result * postscale_factor if postscale_factor != 1.0 else result
 
 
