@@ -17,7 +17,8 @@ public final class ExitMain {
     Tensor out = Tensor.allocate(DType.FLOAT64, 3);
     for (int i = 0; i < 1000; ++i) {
       if (ctx.rank() == 0 && i == step) {
-        System.out.printf("T_LEAVE %.6f%n", System.nanoTime() / 1e9);
+        // One write: a line printed in pieces interleaves with the other stream's output.
+        System.out.print(String.format("T_LEAVE %.6f%n", System.nanoTime() / 1e9));
         System.out.flush();
         throw new IllegalStateException("user bug on rank 0");
       }
