@@ -397,16 +397,38 @@ static PyObject* starling_py_int_list(const int* values, int count) {
 %apply const void* counts { const void* send_counts, const void* recv_counts };
 
 // ---- handles produced by a call ----------------------------------------------------------
-// Outputs replace the None that a status becomes (typemap above). SWIG 4.3 gave
-// SWIG_Python_AppendOutput an is_void argument that does this only for void functions:
-// without it a status function would return [None, output] there.
+// Outputs replace the None that a status becomes (typemap above); a second output makes
+// a list. The project's own helper, not SWIG_Python_AppendOutput (nor typemaps.i's
+// OUTPUT, which calls it): SWIG 4.3 changed that to keep the None of a function that is
+// not void, so a status function returned [None, output] when built with SWIG >= 4.3
+// (`pip install swig`) and its output with SWIG 4.1 (Debian's).
 %{
 static PyObject* starling_py_append_output(PyObject* result, PyObject* obj) {
-#if SWIG_VERSION >= 0x040300
-  return SWIG_Python_AppendOutput(result, obj, 1);
-#else
-  return SWIG_Python_AppendOutput(result, obj);
-#endif
+  if (obj == NULL) {  // the output's conversion failed (its exception is set)
+    Py_XDECREF(result);
+    return NULL;
+  }
+  if (result == NULL || result == Py_None) {
+    Py_XDECREF(result);
+    return obj;
+  }
+  if (!PyList_Check(result)) {
+    PyObject* list = PyList_New(1);
+    if (list == NULL) {
+      Py_DECREF(result);
+      Py_DECREF(obj);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, 0, result);
+    result = list;
+  }
+  int appended = PyList_Append(result, obj);
+  Py_DECREF(obj);
+  if (appended != 0) {
+    Py_DECREF(result);
+    return NULL;
+  }
+  return result;
 }
 %}
 %define STARLING_PY_HANDLE_OUT(TYPE, NAME)
@@ -438,9 +460,11 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
   $result = starling_py_append_output($result, PyUnicode_FromString(*$1 ? *$1 : ""));
 }
 
-%include <typemaps.i>
-%apply int* OUTPUT { int* out, int* is_weighted };
-%apply double* OUTPUT { double* out };
+// Scalar outputs (counts, ranks, flags, seconds).
+%typemap(in, numinputs=0) int* out (int int_out = 0), int* is_weighted (int int_out = 0) { $1 = &int_out; }
+%typemap(argout) int* out, int* is_weighted { $result = starling_py_append_output($result, PyLong_FromLong(*$1)); }
+%typemap(in, numinputs=0) double* out (double double_out = 0) { $1 = &double_out; }
+%typemap(argout) double* out { $result = starling_py_append_output($result, PyFloat_FromDouble(*$1)); }
 
 // ---- rank lists -----------------------------------------------------------------------
 %typemap(in) (const int* ranks, int count) (int* rank_list = NULL, int rank_count = 0) {
