@@ -4,7 +4,7 @@ array type, on the caller's device.
 
 UNTESTED: no machine this project runs on has a GPU (the package's CUDA support is
 tested on the emulated device with a DLPack array type of the tests). On a GPU machine
-(tests/gpu/run_on_gpus.sh runs it):
+(`tests/gpu/device_kit.sh run` runs it):
 
     starlingrun -np 2 python3 gpu_arrays.py --framework cupy
     starlingrun -np 2 python3 gpu_arrays.py --framework jax     # jax[cuda12]

@@ -13,15 +13,16 @@
 #   bash tests/gpu/device_kit.sh run [OUTDIR] [--kit DIR] [--work DIR] [--emulated] [--python PY]
 #       There: installs the kit into a temporary folder, builds Starling with CUDA for the
 #       GPU's architecture, runs the GPU test programs (staged path at 1, 2, 4 ranks on the
-#       one GPU; NCCL path at 1 rank), the Python device-array tests (PyTorch, CuPy, JAX),
+#       one GPU; NCCL path at 1 rank, and one rank per GPU where there are two or more),
+#       the Python device-array tests (PyTorch, CuPy, JAX), examples/python/gpu_arrays.py,
 #       the GPU benchmark and compute-sanitizer, each stage timed, none stopping the
 #       others. Writes summary.txt, bench.txt, gpu_bench.csv and logs.tar.gz into OUTDIR
 #       (default $OUT, else ./device-kit-out) and exits non-zero if any stage failed.
 #       --emulated: no GPU; the emulated device (tests/gpu/emulator) instead, fewer ranks
-#       and sizes, and the machine's MPI hidden from PATH so only the kit's is used (the
-#       ctest test device_kit.emulated runs this).
+#       and sizes, and the machine's MPI hidden from PATH so only the kit's is used.
 #   bash tests/gpu/device_kit.sh check DIR
-#       prepare into DIR/kit, then run --emulated in DIR (what ctest runs).
+#       prepare into DIR/kit, then run --emulated in DIR. Not in CI: it builds Starling
+#       anew against the kit (about 4 CPU-minutes; 11 minutes on a loaded 2-core machine).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -270,6 +271,12 @@ python_arrays() {  # python_arrays FRAMEWORK RANKS [env...]
     "$PY" -m pytest -q --color=no -p no:cacheprovider -rs test_gpu_arrays.py)
 }
 
+example_arrays() {  # example_arrays FRAMEWORK RANKS: examples/python/gpu_arrays.py (77: not installed)
+  local framework=$1 n=$2
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
+    mpi "$STEP_TIMEOUT" "$n" "$PY" "$repo/examples/python/gpu_arrays.py" --framework "$framework"
+}
+
 bench() {  # bench PATH RANKS ARGS...: the table into bench.txt, rows into gpu_bench.csv
   local path=$1 n=$2
   shift 2
@@ -396,6 +403,20 @@ run() {
     stage "python.$framework.staged.np2" python_arrays "$framework" 2 "${staged[@]}"
   done
   stage "python.${frameworks[0]}.nccl.np1" python_arrays "${frameworks[0]}" 1 "${nccl[@]}"
+  # With two or more GPUs, the NCCL path across them: one rank per GPU.
+  local gpus=1
+  [ "$EMULATED" = 1 ] || gpus=$(nvidia-smi -L | grep -c '^GPU')
+  local multi=(STARLING_GPU_PATH=nccl STARLING_TEST_GPU_PER_RANK=1 STARLING_TEST_TOLERANT=1
+    STARLING_GPU_CHUNK_BYTES=4096 "EXPECT_PATH=nccl on cuda:")
+  if [ "$gpus" -ge 2 ]; then
+    stage "gpu_ops_test.nccl.np$gpus" gpu_program gpu_ops_test "$gpus" "${multi[@]}"
+  fi
+  if [ "$EMULATED" = 0 ]; then
+    # The user-facing example (CuPy, JAX GPU arrays), one rank per GPU where there are two.
+    for framework in cupy jax; do
+      stage "example.gpu_arrays.$framework.np2" example_arrays "$framework" 2
+    done
+  fi
 
   # The benchmark: staged path at 2 ranks on the one GPU (targets: staged within 1.15x of
   # hand-written staging from 1 MiB; combine kernel >= 70% of the device copy's bandwidth).
@@ -404,6 +425,7 @@ run() {
   else
     stage bench.staged.np2 bench staged 2 --min-bytes 4096 --max-bytes 67108864 --budget 0.2
     stage bench.targets bench_targets
+    [ "$gpus" -ge 2 ] && stage "bench.nccl.np$gpus" bench nccl "$gpus" --min-bytes 4096 --max-bytes 67108864 --budget 0.2
     # compute-sanitizer, while the deadline allows (a bonus, not a pass condition).
     local tool
     for tool in memcheck racecheck; do
@@ -458,8 +480,7 @@ summarize() {
   exit $?
 }
 
-# check DIR: prepare into DIR/kit, then run --emulated (work DIR/work, results DIR/out);
-# the ctest test device_kit.emulated.
+# check DIR: prepare into DIR/kit, then run --emulated (work DIR/work, results DIR/out).
 check() {
   local dir=${1:?check needs a folder}
   mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
@@ -471,5 +492,5 @@ case ${1:-} in
   prepare) shift; prepare "$@" ;;
   run) shift; run "$@" ;;
   check) shift; check "$@" ;;
-  *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

