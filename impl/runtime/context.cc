@@ -77,6 +77,10 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->transport_.reset();
     context->holds_mpi_ = false;
     transport::MpiLifetime::Release();
+    // Nothing is left for Destroy: without a transport it would wait for departure
+    // notices that never come (a peer that died during creation hung rank 0 here while
+    // the others, whose creation had succeeded, waited for it in their repair).
+    context->destroyed_ = true;
     throw;
   }
   WatchExit(context);
