@@ -130,9 +130,13 @@ MpiTransport::MpiTransport(MPI_Comm base) {
   CheckMpi(MPI_Comm_dup(base, &window_comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(collective_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(window_comm_, MPI_ERRORS_RETURN);
+  fault_tolerant_ = UlfmEnabled();
+  if (fault_tolerant_) {
+    CheckMpi(MPI_Comm_dup(base, &heartbeat_comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(heartbeat_comm_, MPI_ERRORS_RETURN);
+  }
   MPI_Comm_rank(collective_comm_, &rank_);
   MPI_Comm_size(collective_comm_, &size_);
-  fault_tolerant_ = UlfmEnabled();
   if (fault_tolerant_) IgnoreBrokenPipes();
 }
 
@@ -140,6 +144,7 @@ MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (heartbeat_comm_ != MPI_COMM_NULL) MPI_Comm_free(&heartbeat_comm_);
   if (window_comm_ != MPI_COMM_NULL) MPI_Comm_free(&window_comm_);
   if (collective_comm_ != MPI_COMM_NULL) MPI_Comm_free(&collective_comm_);
 }
@@ -149,6 +154,8 @@ MPI_Comm MpiTransport::comm_for(Channel channel) const {
     case Channel::kCollective:
     case Channel::kPeer:
       return collective_comm_;
+    case Channel::kHeartbeat:
+      return heartbeat_comm_ != MPI_COMM_NULL ? heartbeat_comm_ : window_comm_;
     default:
       return window_comm_;
   }

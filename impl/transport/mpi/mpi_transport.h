@@ -84,7 +84,7 @@ class MpiTransport final : public Transport {
   void SetFailureProbe(std::function<std::vector<int>()> probe) { probe_ = std::move(probe); }
   // Ranks this process knows to have failed (ascending); empty without ULFM. Any thread.
   std::vector<int> FailedRanks() const;
-  // Revokes both communicators (ULFM): every rank's pending and later operations on
+  // Revokes the collective and window communicators (ULFM): every rank's pending and later operations on
   // them fail with MPIX_ERR_REVOKED, so survivors leave waits that depend on a rank
   // that stopped at the failure. Idempotent, any thread; nothing without ULFM.
   void Revoke();
@@ -123,6 +123,9 @@ class MpiTransport final : public Transport {
   std::atomic<int> abandoned_{0};
   MPI_Comm collective_comm_ = MPI_COMM_NULL;
   MPI_Comm window_comm_ = MPI_COMM_NULL;
+  // ULFM: the failure detector's (Channel::kHeartbeat), never revoked, so that the
+  // news of a failure it found outlives the revocation that follows it.
+  MPI_Comm heartbeat_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
 };
