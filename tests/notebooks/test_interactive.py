@@ -4,10 +4,12 @@ and ends whatever a failed test left behind.
 
 Environment: STARLINGRUN (the launcher binary), EXAMPLES (examples/python)."""
 
+import _thread
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import nbclient
@@ -17,6 +19,8 @@ import pytest
 
 import ipyparallel as ipp
 import starling.interactive as si
+from IPython.core.interactiveshell import InteractiveShell
+from starling.interactive._magics import activate
 
 STARLINGRUN = os.environ["STARLINGRUN"]
 IPYTHONDIR = os.environ["IPYTHONDIR"]
@@ -69,6 +73,18 @@ def test_cli_cluster_bluefog_program_interrupt_and_dead_engine():
         assert [e[0] for e in raised.value.elist] == ["KeyboardInterrupt", "KeyboardInterrupt"]
         assert dv.apply_sync(lambda: 6 * 7) == [42, 42]
 
+        # The same through %%px, interrupted as the notebook's stop button does (a
+        # KeyboardInterrupt in the kernel's main thread): the magics relay it.
+        shell = InteractiveShell.instance()
+        activate(rc, "bluefog")
+        threading.Timer(1.5, _thread.interrupt_main).start()
+        t0 = time.monotonic()
+        with pytest.raises(ipp.error.CompositeError) as raised:
+            shell.run_cell_magic("px", "", "import time\ntime.sleep(300)")
+        assert time.monotonic() - t0 < 12
+        assert [e[0] for e in raised.value.elist] == ["KeyboardInterrupt", "KeyboardInterrupt"]
+        assert dv.apply_sync(lambda: 6 * 7) == [42, 42]
+
         # A dead engine: rank 1 killed while rank 0 waits for it in allreduce. The cell
         # fails with Starling's error naming the rank (or, when mpirun ended rank 0
         # first, ipyparallel's), not an empty result; check() names the ranks.
@@ -87,6 +103,8 @@ def test_cli_cluster_bluefog_program_interrupt_and_dead_engine():
             time.sleep(0.1)
         with pytest.raises(si.ClusterError, match=r"engine\(s\) \[0, 1\] of 2"):
             si.check(rc, "bluefog")
+        with pytest.raises(si.ClusterError, match=r"engine\(s\) \[0, 1\] of 2"):
+            shell.run_cell_magic("px", "", "print('not run')")  # not a silent empty result
         print(f"dead engine reported after {died_after:.1f} s: {raised.value!r}")
         rc.close()
     finally:

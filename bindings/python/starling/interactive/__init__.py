@@ -22,7 +22,7 @@ from ._cluster import DEFAULT_PROFILE, ClusterError, check, log_tail, read_state
 from ._cluster import start as _start
 from ._cluster import stop as _stop
 
-__all__ = ["start", "stop", "interrupt", "status", "ClusterError", "DEFAULT_PROFILE"]
+__all__ = ["start", "stop", "interrupt", "status", "check", "ClusterError", "DEFAULT_PROFILE"]
 
 
 def start(n: Optional[int] = None, *, hosts: Optional[str] = None, profile: str = DEFAULT_PROFILE,
@@ -44,9 +44,7 @@ def start(n: Optional[int] = None, *, hosts: Optional[str] = None, profile: str 
     client = _start(flags, profile=profile, timeout=timeout)
     if activate:
         from ._magics import activate as _activate
-        view = client[:]
-        view.block = True
-        _activate(view, profile)
+        _activate(client, profile)
     return client
 
 

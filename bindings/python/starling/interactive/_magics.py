@@ -38,8 +38,11 @@ class StarlingMagics(ParallelMagics):
             raise
 
 
-def activate(view, profile: str) -> None:
-    """Registers %px, %%px, %autopx, %pxresult, %pxconfig for view, if inside IPython."""
+def activate(client, profile: str) -> None:
+    """Registers %px, %%px, %autopx, %pxresult, %pxconfig for all of client's engines
+    (blocking, as ipyparallel's own), if inside IPython."""
+    view = client[:]
+    view.block = True
     try:
         from IPython import get_ipython
     except ImportError:
