@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -70,6 +71,27 @@ def parse_flags(flags: Sequence[str]) -> Tuple[Optional[int], List[str]]:
         elif word == "--hostfile":
             hosts.append("(hostfile)")
     return n, hosts
+
+
+def _interface_address(flags: Sequence[str]) -> Optional[str]:
+    """The IPv4 address of this machine on starlingrun's --interface (a name or a CIDR
+    subnet; the first that matches), where the engines of other hosts reach the
+    controller. None without --interface or a match (ipyparallel then uses the host name)."""
+    import ipaddress
+    import psutil
+    wanted = [flags[i + 1] for i, word in enumerate(flags[:-1]) if word == "--interface"]
+    if not wanted:
+        return None
+    addresses = [(name, a.address) for name, entries in psutil.net_if_addrs().items()
+                 for a in entries if a.family == socket.AF_INET]
+    for item in wanted[-1].split(","):
+        for name, address in addresses:
+            try:
+                if name == item or ("/" in item and ipaddress.ip_address(address) in ipaddress.ip_network(item, strict=False)):
+                    return address
+            except ValueError:
+                pass
+    return None
 
 
 def _alive(pid: int, marker: str) -> bool:
@@ -217,8 +239,14 @@ def start(flags: Sequence[str], profile: str = DEFAULT_PROFILE, timeout: float =
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     # Heartbeat every second, an engine that misses 10 is dead: found in ~10 s, not 30.
-    controller = _spawn([python, "-m", CONTROLLER, f"--profile={profile}", f"--ip={'127.0.0.1' if local else '*'}",
-                         "--ping=1000", "--log-level=WARN"], profile, "controller", env)
+    where = [f"--ip={'127.0.0.1' if local else '*'}"]
+    location = None if local else _interface_address(flags)
+    if location:
+        where.append(f"--location={location}")
+    if "IPYTHONDIR" in env:  # the same profile directory on every host (a shared file system)
+        flags = list(flags) + ["-x", "IPYTHONDIR"]
+    controller = _spawn([python, "-m", CONTROLLER, f"--profile={profile}", *where, "--ping=1000",
+                         "--log-level=WARN"], profile, "controller", env)
     token = uuid.uuid4().hex
     env["STARLING_IPP_CLUSTER"] = token  # marks what the cluster starts (forwarded to every host)
     state = {"profile": profile, "token": token, "n": n, "flags": list(flags), "controller_pid": controller.pid, "launcher_pid": 0}
