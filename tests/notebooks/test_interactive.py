@@ -79,9 +79,13 @@ def test_cli_cluster_bluefog_program_interrupt_and_dead_engine():
         activate(rc, "bluefog")
         threading.Timer(1.5, _thread.interrupt_main).start()
         t0 = time.monotonic()
-        with pytest.raises(ipp.error.CompositeError) as raised:
+        try:
             shell.run_cell_magic("px", "", "import time\ntime.sleep(300)")
+        except ipp.error.CompositeError:
+            pass  # ipyparallel < 8.1, through starling's relay; >= 8.1 relays and shows the errors itself
         assert time.monotonic() - t0 < 12
+        with pytest.raises(ipp.error.CompositeError) as raised:
+            shell.magics_manager.registry["StarlingMagics"].last_result.get(timeout=5)
         assert [e[0] for e in raised.value.elist] == ["KeyboardInterrupt", "KeyboardInterrupt"]
         assert dv.apply_sync(lambda: 6 * 7) == [42, 42]
 
