@@ -149,6 +149,12 @@ def test_example_notebook():
     finally:
         si.stop()  # the notebook's last cell does this; after a failure, here
     assert ours() == []
+    # The documentation shows excerpts of the notebook (docs/snippets/notebook.py).
+    sources = {line.rstrip() for c in nb.cells for line in c.source.splitlines()}
+    snippet = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "snippets", "notebook.py")
+    for line in open(snippet):
+        line = line.rstrip()
+        assert not line or line.lstrip().startswith("#") or line in sources, f"not in the notebook: {line}"
     result = next(c for c in nb.cells if "result" in c.metadata.get("tags", []))
     assert any(o.get("data", {}).get("image/png") for o in result.outputs), "no plot"
     out = json.loads([o.text for o in result.outputs if o.output_type == "stream"][-1].splitlines()[-1])
