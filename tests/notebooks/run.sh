@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/notebooks/run.sh STARLINGRUN PYTHONPATH-ENTRY EXAMPLES-DIR
+# tests/notebooks/run.sh STARLINGRUN PYTHONPATH-ENTRY EXAMPLES-DIR [pytest args...]
 # Runs test_interactive.py with an IPYTHONDIR of its own (so its clusters and profiles
 # touch nothing else), and on exit, pass or fail, stops its clusters and kills by pid any
 # process that still carries that IPYTHONDIR (engines, controllers, kernels, mpirun).
@@ -26,4 +26,4 @@ if ! "$STARLING_PYTHON" -c "import ipyparallel, nbclient, nbformat, ipykernel, m
   [ "${CI:-}" = true ] && exit 1 || exit 77
 fi
 trap cleanup EXIT
-cd "$here" && timeout -k 10 170 "$STARLING_PYTHON" -m pytest -q --color=no -p no:cacheprovider -s test_interactive.py
+cd "$here" && timeout -k 10 170 "$STARLING_PYTHON" -m pytest -q --color=no -p no:cacheprovider -s test_interactive.py "${@:4}"

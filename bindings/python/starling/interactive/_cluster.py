@@ -209,14 +209,14 @@ def start(flags: Sequence[str], profile: str = DEFAULT_PROFILE, timeout: float =
     """Starts the cluster and returns a connected ipyparallel Client whose engine ids are
     the ranks 0..n-1. flags: starlingrun's own (-np, -H, --interface, --fault-tolerant, -x,
     ...), as for a batch run. On any failure everything started is stopped again."""
-    import ipyparallel
-
     n, hosts = parse_flags(flags)
     if n is None:
         raise ClusterError("the number of ranks is missing: give -np N (or -H host:slots,...)")
     if "--" in flags or any(not f.startswith("-") and (i == 0 or not flags[i - 1].startswith("-"))
                             for i, f in enumerate(flags)):
         raise ClusterError(f"starlingrun start takes launcher flags only, not a program: {' '.join(flags)}")
+    import ipyparallel  # after the checks: a usage error answers at once
+
     state = read_state(profile)
     if state is not None:
         if _alive(state["launcher_pid"], ENGINES) or _alive(state["controller_pid"], CONTROLLER):
@@ -290,14 +290,16 @@ def start(flags: Sequence[str], profile: str = DEFAULT_PROFILE, timeout: float =
 
 def check(client, profile: str = DEFAULT_PROFILE) -> None:
     """Raises ClusterError naming the ranks whose engines are gone, with the launcher's
-    report (why they died), when the cluster has fewer engines than it started with."""
+    report (why they died), when the cluster has fewer engines than it started with or
+    its job has ended."""
     state = read_state(profile)
     if state is None:
         return
-    client.spin()
-    missing = sorted(set(range(state["n"])) - set(client.ids))
+    running = _alive(state["launcher_pid"], ENGINES)
+    # A job that ended took every rank with it, whatever the controller has noticed yet.
+    missing = sorted(set(range(state["n"])) - set(client.ids)) if running else list(range(state["n"]))
     if missing:
-        launcher = "running" if _alive(state["launcher_pid"], ENGINES) else "ended"
+        launcher = "running" if running else "ended"
         raise ClusterError(f"engine(s) {missing} of {state['n']} (rank = engine id) died; the job has {launcher}. "
                            f"starlingrun reported:\n{log_tail(profile)}\n"
                            f"(restart with starling.interactive.stop() and start())")
