@@ -466,7 +466,8 @@ TEST(LauncherHelp, MentionsEveryOption) {
   for (const char* option : {"-np", "-n N", "--num-proc", "-H", "--hosts", "--hostfile",
                              "--timeout", "--print-config", "--verbose", "--mpi-args", "-x NAME",
                              "--fault-tolerant", "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples",
-                             "--interface", "plm_rsh_agent"}) {
+                             "--interface", "plm_rsh_agent", "starlingrun start -np N", "starlingrun stop",
+                             "--profile NAME", "--start-timeout", "STARLING_PYTHON"}) {
     EXPECT_NE(help.find(option), std::string::npos) << option;
   }
 }
