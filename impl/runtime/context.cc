@@ -84,7 +84,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
                      context->layout_.machine_rank, " of ", context->layout_.machine_size, ", local rank ",
                      context->layout_.local_rank, " of ", context->layout_.local_size, "; ",
                      context->layout_.host_ranks, " rank(s) on ", context->layout_.host_cpus, " CPU(s) here: waits ",
-                     context->layout_.host_oversubscribed ? "yield" : "spin");
+                     context->layout_.host_oversubscribed ? "yield" : "spin (on the progress thread: yield)");
   return context;
 }
 

@@ -83,42 +83,60 @@ TEST_F(Contention, BlockingAllreduceKeepsPaceWithMpiBesideBusyProcesses) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let it start spinning
   ASSERT_OK(starling_barrier(ctx));
 
+  // One measurement of the three sizes: "" when every size is within the bound, else
+  // what was slow.
+  auto measure = [&]() -> std::string {
+    std::string slow;
+    for (const int64_t n : {int64_t{1}, int64_t{1024}, int64_t{65536}}) {
+      Buffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
+      std::vector<float> raw_out(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) in.set(static_cast<size_t>(i), static_cast<double>(rank + 1) * (i % 97));
+      const int calls = n >= 65536 ? 20 : 100;
+      std::vector<double> starling_times, mpi_times;
+      for (int round = 0; round < 9; ++round) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        auto start = std::chrono::steady_clock::now();
+        for (int c = 0; c < calls; ++c) {
+          if (starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, "busy") != STARLING_SUCCESS)
+            return Str(" starling_allreduce failed: ", starling_last_error());
+        }
+        starling_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        MPI_Barrier(MPI_COMM_WORLD);
+        start = std::chrono::steady_clock::now();
+        for (int c = 0; c < calls; ++c)
+          MPI_Allreduce(in.bytes(), raw_out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        mpi_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      for (int64_t i = 0; i < n; ++i) {  // 1 * v + 2 * v, exact in float32
+        EXPECT_EQ(out.get(static_cast<size_t>(i)), 3.0 * (i % 97)) << "n " << n << " element " << i;
+        EXPECT_EQ(raw_out[static_cast<size_t>(i)], 3.0f * (i % 97));
+      }
+      const double starling_us = 1e6 * Median(starling_times) / calls;
+      const double mpi_us = 1e6 * Median(mpi_times) / calls;
+      if (rank == 0) {
+        std::printf("float32[%lld]: Starling %.1f us, MPI_Allreduce %.1f us per call\n",
+                    static_cast<long long>(n), starling_us, mpi_us);
+      }
+      // The goal is 2x MPI (plus Starling's fixed cost per call, 1-2 us); the bound
+      // leaves room for other jobs on the machine.
+      if (starling_us > 3 * mpi_us + 10)
+        slow += Str(" float32[", n, "]: ", starling_us, " us against ", mpi_us, " us;");
+    }
+    return slow;
+  };
+  // Other jobs on the machine can make one measurement slow; waits that yield made every
+  // measurement slow (3-100x at some size: 4 of 4 runs failed). Fail only when 3 in a
+  // row are slow on some rank (the ranks agree, as the calls are collective).
   std::string slow;
-  for (const int64_t n : {int64_t{1}, int64_t{1024}, int64_t{65536}}) {
-    Buffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
-    std::vector<float> raw_out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) in.set(static_cast<size_t>(i), static_cast<double>(rank + 1) * (i % 97));
-    const int calls = n >= 65536 ? 20 : 100;
-    std::vector<double> starling_times, mpi_times;
-    for (int round = 0; round < 9; ++round) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      auto start = std::chrono::steady_clock::now();
-      for (int c = 0; c < calls; ++c) ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, "busy"));
-      starling_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      MPI_Barrier(MPI_COMM_WORLD);
-      start = std::chrono::steady_clock::now();
-      for (int c = 0; c < calls; ++c)
-        MPI_Allreduce(in.bytes(), raw_out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      mpi_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    for (int64_t i = 0; i < n; ++i) {  // 1 * v + 2 * v, exact in float32
-      ASSERT_EQ(out.get(static_cast<size_t>(i)), 3.0 * (i % 97)) << "n " << n << " element " << i;
-      ASSERT_EQ(raw_out[static_cast<size_t>(i)], 3.0f * (i % 97));
-    }
-    const double starling_us = 1e6 * Median(starling_times) / calls;
-    const double mpi_us = 1e6 * Median(mpi_times) / calls;
-    if (rank == 0) {
-      std::printf("float32[%lld]: Starling %.1f us, MPI_Allreduce %.1f us per call\n", static_cast<long long>(n),
-                  starling_us, mpi_us);
-    }
-    // The goal is 2x MPI (plus Starling's fixed cost per call, 1-2 us); the bound leaves
-    // room for other jobs on the machine. Waits that yielded gave 3-100x here (4 of 4
-    // runs failed), waits that spin 0.2-2x.
-    if (starling_us > 3 * mpi_us + 10)
-      slow += Str(" float32[", n, "]: ", starling_us, " us against ", mpi_us, " us;");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    slow = measure();
+    int any_slow = slow.empty() ? 0 : 1;
+    MPI_Allreduce(MPI_IN_PLACE, &any_slow, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_slow == 0) break;
+    if (rank == 0) std::printf("measurement %d was slow on some rank; measuring again\n", attempt + 1);
   }
-  EXPECT_TRUE(slow.empty()) << "blocking allreduce beside busy processes, slower than 3x MPI_Allreduce + 10 us:"
-                            << slow;
+  EXPECT_TRUE(slow.empty()) << "blocking allreduce beside busy processes, slower than 3x MPI_Allreduce + 10 us "
+                            << "in 3 measurements in a row:" << slow;
 }
 
 }  // namespace
