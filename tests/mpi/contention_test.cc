@@ -1,19 +1,21 @@
 // Blocking calls beside busy processes. Training processes share their cores with
 // data loaders and framework threads; a rank waiting for its peer must keep the core
 // it has rather than hand it to them. A sched_yield in the wait did exactly that: each
-// yield gave a busy process a whole time slice, and small allreduces took 3-15x MPI's
-// own (which spins). Starling and MPI_Allreduce are timed here in alternating batches
-// on the same ranks, each rank sharing its CPU with a busy process, with exact results.
+// yield gave a busy process a whole time slice, and allreduces took 3-100x MPI's own
+// (which spins). Starling and MPI_Allreduce run here in alternating batches on the same
+// ranks, each rank sharing its CPU with a busy process, with exact results; the share
+// of the CPU each keeps while calling is compared (wall times swing with other jobs on
+// the machine, the share a thread keeps does not depend on them as much).
 #include <mpi.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,17 +49,20 @@ class BusyProcesses {
   std::vector<pid_t> pids_;
 };
 
-template <typename... Parts>
-std::string Str(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+// Wall time and this thread's CPU time from construction.
+struct Clocks {
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  double cpu = ThreadCpuSeconds();
+  static double ThreadCpuSeconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  void AddSince(double& cpu_total, double& wall_total) const {
+    cpu_total += ThreadCpuSeconds() - cpu;
+    wall_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  }
+};
 
 class Contention : public ContextTest {};
 
@@ -83,60 +88,41 @@ TEST_F(Contention, BlockingAllreduceKeepsPaceWithMpiBesideBusyProcesses) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let it start spinning
   ASSERT_OK(starling_barrier(ctx));
 
-  // One measurement of the three sizes: "" when every size is within the bound, else
-  // what was slow.
-  auto measure = [&]() -> std::string {
-    std::string slow;
-    for (const int64_t n : {int64_t{1}, int64_t{1024}, int64_t{65536}}) {
-      Buffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
-      std::vector<float> raw_out(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) in.set(static_cast<size_t>(i), static_cast<double>(rank + 1) * (i % 97));
-      const int calls = n >= 65536 ? 20 : 100;
-      std::vector<double> starling_times, mpi_times;
-      for (int round = 0; round < 9; ++round) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        auto start = std::chrono::steady_clock::now();
-        for (int c = 0; c < calls; ++c) {
-          if (starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, "busy") != STARLING_SUCCESS)
-            return Str(" starling_allreduce failed: ", starling_last_error());
-        }
-        starling_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        MPI_Barrier(MPI_COMM_WORLD);
-        start = std::chrono::steady_clock::now();
-        for (int c = 0; c < calls; ++c)
-          MPI_Allreduce(in.bytes(), raw_out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        mpi_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-      for (int64_t i = 0; i < n; ++i) {  // 1 * v + 2 * v, exact in float32
-        EXPECT_EQ(out.get(static_cast<size_t>(i)), 3.0 * (i % 97)) << "n " << n << " element " << i;
-        EXPECT_EQ(raw_out[static_cast<size_t>(i)], 3.0f * (i % 97));
-      }
-      const double starling_us = 1e6 * Median(starling_times) / calls;
-      const double mpi_us = 1e6 * Median(mpi_times) / calls;
-      if (rank == 0) {
-        std::printf("float32[%lld]: Starling %.1f us, MPI_Allreduce %.1f us per call\n",
-                    static_cast<long long>(n), starling_us, mpi_us);
-      }
-      // The goal is 2x MPI (plus Starling's fixed cost per call, 1-2 us); the bound
-      // leaves room for other jobs on the machine.
-      if (starling_us > 3 * mpi_us + 10)
-        slow += Str(" float32[", n, "]: ", starling_us, " us against ", mpi_us, " us;");
+  // Rounds of alternating batches: Starling's blocking allreduce, then MPI_Allreduce
+  // (which spins while it waits), each timed in wall time and in this thread's CPU
+  // time. Beside a busy process, a thread that keeps its core while waiting gets about
+  // the same share of the CPU as MPI does; one that yields gives the busy process a
+  // time slice at each wait, and its share falls far below MPI's.
+  double starling_cpu = 0, starling_wall = 0, mpi_cpu = 0, mpi_wall = 0;
+  for (const int64_t n : {int64_t{1}, int64_t{1024}, int64_t{65536}}) {
+    Buffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
+    std::vector<float> raw_out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) in.set(static_cast<size_t>(i), static_cast<double>(rank + 1) * (i % 97));
+    const int calls = n >= 65536 ? 20 : 100;
+    for (int round = 0; round < 9; ++round) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      Clocks start;
+      for (int c = 0; c < calls; ++c) ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, "busy"));
+      start.AddSince(starling_cpu, starling_wall);
+      MPI_Barrier(MPI_COMM_WORLD);
+      start = Clocks();
+      for (int c = 0; c < calls; ++c)
+        MPI_Allreduce(in.bytes(), raw_out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      start.AddSince(mpi_cpu, mpi_wall);
     }
-    return slow;
-  };
-  // Other jobs on the machine can make one measurement slow; waits that yield made every
-  // measurement slow (3-100x at some size: 4 of 4 runs failed). Fail only when 3 in a
-  // row are slow on some rank (the ranks agree, as the calls are collective).
-  std::string slow;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    slow = measure();
-    int any_slow = slow.empty() ? 0 : 1;
-    MPI_Allreduce(MPI_IN_PLACE, &any_slow, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any_slow == 0) break;
-    if (rank == 0) std::printf("measurement %d was slow on some rank; measuring again\n", attempt + 1);
+    for (int64_t i = 0; i < n; ++i) {  // 1 * v + 2 * v, exact in float32
+      ASSERT_EQ(out.get(static_cast<size_t>(i)), 3.0 * (i % 97)) << "n " << n << " element " << i;
+      ASSERT_EQ(raw_out[static_cast<size_t>(i)], 3.0f * (i % 97));
+    }
   }
-  EXPECT_TRUE(slow.empty()) << "blocking allreduce beside busy processes, slower than 3x MPI_Allreduce + 10 us "
-                            << "in 3 measurements in a row:" << slow;
+  const double starling_share = starling_cpu / starling_wall, mpi_share = mpi_cpu / mpi_wall;
+  std::printf("rank %d: CPU share while calling: Starling %.2f (%.1f ms), MPI_Allreduce %.2f (%.1f ms)\n", rank,
+              starling_share, 1e3 * starling_wall, mpi_share, 1e3 * mpi_wall);
+  // Measured on the loaded 2-core VM: 0.6-1.1x MPI's share with waits that spin,
+  // 0-0.1x when they yielded (2 of 2 runs).
+  EXPECT_GT(starling_share, 0.35 * mpi_share)
+      << "beside a busy process, a blocking allreduce kept its CPU " << starling_share
+      << " of the time, MPI_Allreduce " << mpi_share << ": the wait gives its core away";
 }
 
 }  // namespace
