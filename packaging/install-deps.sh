@@ -15,6 +15,9 @@ PACKAGES=(
   default-jdk-headless junit4 libhamcrest-java
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
   python3-sphinx python3-myst-parser  # the documentation (packaging/docs.sh, ctest docs)
+  # Notebooks (starlingrun start, starling.interactive, ctest notebooks): ipyparallel 7.1,
+  # a Jupyter kernel and nbclient to run examples/python/interactive.ipynb.
+  python3-ipyparallel python3-ipykernel python3-nbclient python3-nbformat
 )
 
 # From PyPI (Debian 12 has no JAX): CPU JAX for the JAX tests and example. 0.4.38 is

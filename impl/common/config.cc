@@ -38,6 +38,8 @@ const std::vector<ConfigVar> kTable = {
      "once an operation has waited this long for peers (and again every as long), check whether ranks on this host are still alive (by pid): a dead one fails the operation with STARLING_ERR_PEER_FAILED naming it; 0 disables"},
     {"STARLING_FT_DETECTOR_SECONDS", nullptr, "0",
      "under ULFM (Open MPI 5, --with-ft ulfm), when Starling initializes MPI: turn on ULFM's heartbeat failure detector, which declares a rank failed after this many seconds without a heartbeat (also a death the launcher never reports); 0: off (deaths are known from the launcher's notice only)"},
+    {"STARLING_HEARTBEAT_SECONDS", nullptr, "0.5",
+     "under ULFM (Open MPI 5, --with-ft ulfm): a wait that lasts pings the ranks it waits for every this/5 seconds (their progress thread answers, also while the application computes); a rank that answers nothing for this long fails the wait with STARLING_ERR_PEER_FAILED naming it, on every survivor (a death on another host, or one the launcher reports late or never, is found within about 1.2 x this); 0: off (deaths are known from MPI and STARLING_PEER_CHECK_SECONDS only)"},
     {"STARLING_GPU_PATH", nullptr, "auto",
      "how CUDA tensors move: auto (NCCL when every rank of a context has a GPU of its own and NCCL loads, else staged), staged (pinned host copies and the MPI path), nccl (fail with the reason when NCCL cannot be used)"},
     {"STARLING_GPU_CHUNK_BYTES", nullptr, "4194304",
@@ -115,6 +117,11 @@ Config ParseConfig(const EnvLookup& lookup) {
     else if (name == "STARLING_WINDOW_POLL_MICROSECONDS") config.window_poll_microseconds = ParseNumber(used, value, 1);
     else if (name == "STARLING_PEER_CHECK_SECONDS") config.peer_check_seconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_FT_DETECTOR_SECONDS") config.ft_detector_seconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_HEARTBEAT_SECONDS") {
+      config.heartbeat_seconds = ParseNumber(used, value, 0);
+      STARLING_CHECK_ARG(config.heartbeat_seconds == 0 || config.heartbeat_seconds >= 0.05, used, "='", value,
+                         "' is below 0.05 (seconds; 0 turns the heartbeat off)");
+    }
     else if (name == "STARLING_GPU_PATH") {
       const std::string v = value;
       STARLING_CHECK_ARG(v == "auto" || v == "staged" || v == "nccl", used, "='", value,

@@ -25,6 +25,7 @@ struct Config {
   double window_poll_microseconds = 200.0;  // longest sleep between window polls
   double peer_check_seconds = 0.5;      // probe same-host peers after waiting this long; 0: never
   double ft_detector_seconds = 0.0;     // ULFM's heartbeat detector timeout; 0: detector off
+  double heartbeat_seconds = 0.5;       // ULFM: a waited-for rank silent this long is failed; 0: off
   std::string gpu_path = "auto";        // auto, staged or nccl
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
   size_t gpu_scratch_bytes = 64u << 20; // NCCL-path device scratch per operation (and pooled) at most

@@ -418,6 +418,12 @@ Command BuildCommand(const Options& o, const Environment& env) {
       return;
     argv.insert(argv.end(), {"--mca", key, value});
   };
+  // Open MPI's shared-memory BTL is not crash-safe: a rank killed while appending to a
+  // peer's FIFO leaves that peer spinning inside MPI forever (seen in tests/fault: the
+  // reader waits for a `next` pointer the dead writer never stores). ULFM's documentation
+  // lists btl sm as untested; fault-tolerant jobs use TCP between ranks of one host too.
+  // (^usnic repeats what --with-ft's ft-mpi parameter file sets.)
+  if (o.fault_tolerant) mca("btl", "^sm,smcuda,usnic", nullptr);
   if (!ompi5) mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank (ORTE only)
   // Which network TCP uses, for the ranks (btl) and for Open MPI's daemons (oob).
   // Open MPI refuses include and exclude lists together. On one machine: loopback, as

@@ -5,6 +5,8 @@ namespace starling::launcher {
 
 std::string HelpText() {
   return R"(Usage: starlingrun [options] [--] program [args...]
+       starlingrun start -np N [options] [--profile NAME]   (notebooks)
+       starlingrun stop [--profile NAME]
 
 Starts `program` as N ranks of a Starling (or BlueFog-style) job through Open MPI's
 mpirun, with the mpirun flags a single machine or a small cluster needs.
@@ -76,6 +78,15 @@ Signals and exit status:
   started. Ctrl-C, SIGTERM and SIGHUP are passed on to mpirun and its ranks; whatever
   is still running 5 s later (or at a second Ctrl-C) is killed, and starlingrun exits
   with 128+signal (130 for Ctrl-C). --timeout sends SIGTERM, then SIGKILL 5 s later.
+
+Notebooks (Jupyter, ipyparallel):
+  `starlingrun start -np N [options]` starts N ipyparallel engines as the ranks of one
+  job (engine id = rank) with the same options as a batch run, and returns once all
+  have registered; a notebook connects with ipyparallel.Client(profile=NAME) and runs
+  %%px cells. `starlingrun stop` ends the engines and the controller. --profile NAME
+  (default bluefog, as BlueFog's ibfrun) keeps several clusters apart; --start-timeout S
+  bounds the start (default 60). Needs ipyparallel in STARLING_PYTHON (default python3),
+  the Python that runs starling.interactive (from Python: starling.interactive.start(n=4)).
 
 Examples:
   starlingrun -np 4 python3 train.py --epochs 10

@@ -224,7 +224,31 @@ int PrintConfig(const Options& options) {
   return 0;
 }
 
+// `starlingrun start|stop ...`: ipyparallel engines as the ranks of one job, for
+// notebooks. That part is Python (starling.interactive, which runs this launcher for
+// the engines), so hand the command line to it: STARLING_PYTHON, else python3.
+int RunInteractive(int argc, char** argv) {
+  const char* named = std::getenv("STARLING_PYTHON");
+  const std::string python = named != nullptr && *named != '\0' ? named : "python3";
+  std::error_code ignored;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+  if (!self.empty()) setenv("STARLING_STARLINGRUN", self.c_str(), 0);
+  std::vector<std::string> words = {python, "-m", "starling.interactive"};
+  words.insert(words.end(), argv + 1, argv + argc);
+  std::vector<char*> args;
+  for (std::string& word : words) args.push_back(word.data());
+  args.push_back(nullptr);
+  std::fflush(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "starlingrun %s: cannot run '%s': %s (STARLING_PYTHON names the Python that has "
+               "the starling package and ipyparallel)\n", argv[1], python.c_str(), std::strerror(errno));
+  return kExitCannotRun;
+}
+
 int Main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "start") == 0 || std::strcmp(argv[1], "stop") == 0)) {
+    return RunInteractive(argc, argv);
+  }
   ParseResult parsed = ParseArgs(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return UsageError(parsed.error);
   Options& options = parsed.options;

@@ -10,6 +10,7 @@
 
 #include "impl/common/logging.h"
 #include "impl/common/quarantine.h"
+#include "impl/runtime/engine.h"
 #include "impl/runtime/wait_monitor.h"
 
 namespace starling::ops {
@@ -242,6 +243,12 @@ void Exchange::Wait() {
   runtime::WaitMonitor monitor(context_, what_,
                               channel_ == transport::Channel::kCollective ? context_.sequence() : 0);
   auto awaited = [this] { return Awaited(); };
+  // A wait on the application's thread (a blocking call, or a wait that runs the queue)
+  // keeps its core: the application is waiting for it. A wait on the progress thread
+  // yields: the application may be computing beside it (nonblocking work overlapping
+  // computation). Where this job's ranks outnumber the host's CPUs, the peer awaited
+  // may need this very core: every wait yields.
+  const bool yield = context_.layout().host_oversubscribed || runtime::Engine::OnProgressThread();
   int idle = 0;
   try {
     while (active_ > 0) {
@@ -266,8 +273,11 @@ void Exchange::Wait() {
       if (context_.ServiceBackground()) idle = 0;
       // Stall warning, timeout, peer failure: checked every 64 idle polls.
       if ((idle & 63) == 0) monitor.Check(awaited);
-      // On an oversubscribed machine the peer we wait for may need this core.
-      if (idle > kSpinsBeforeYield) sched_yield();
+      // Where nothing of ours needs the core, a yield hands it to an unrelated busy
+      // process for a whole time slice (2 ranks on 2 cores beside 2 busy processes:
+      // blocking calls from Python took up to 130x mpi4py's time), so the wait spins as
+      // MPI's own waits do.
+      if (yield && idle > kSpinsBeforeYield) sched_yield();
     }
   } catch (const Error& e) {
     if (active_ > 0 && Abandon()) {

@@ -65,8 +65,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->topology_ = grown ? std::move(grown) : std::move(initial);
     if (!context->config_.timeline_prefix.empty())
       context->timeline_ = std::make_unique<Timeline>(context->config_.timeline_prefix, context->rank_);
+    if (context->fault_tolerant() && context->config_.heartbeat_seconds > 0)
+      context->heartbeat_ = std::make_shared<Heartbeat>(context->config_.heartbeat_seconds);
     context->PostNoticeReceive();
     context->engine_ = std::make_unique<Engine>(*context);
+    if (std::shared_ptr<Heartbeat> heartbeat = context->heartbeat_)
+      context->engine_->SetTick([heartbeat] { heartbeat->Poll(); }, heartbeat->period() / 2);
     context->engine_->Start();
   } catch (...) {
     context->timeline_.reset();
@@ -77,12 +81,18 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->transport_.reset();
     context->holds_mpi_ = false;
     transport::MpiLifetime::Release();
+    // Nothing is left for Destroy: without a transport it would wait for departure
+    // notices that never come (a peer that died during creation hung rank 0 here while
+    // the others, whose creation had succeeded, waited for it in their repair).
+    context->destroyed_ = true;
     throw;
   }
   WatchExit(context);
   STARLING_LOG_DEBUG("context created: rank ", context->rank_, " of ", context->size_, ", machine ",
                      context->layout_.machine_rank, " of ", context->layout_.machine_size, ", local rank ",
-                     context->layout_.local_rank, " of ", context->layout_.local_size);
+                     context->layout_.local_rank, " of ", context->layout_.local_size, "; ",
+                     context->layout_.host_ranks, " rank(s) on ", context->layout_.host_cpus, " CPU(s) here: waits ",
+                     context->layout_.host_oversubscribed ? "yield" : "spin (on the progress thread: yield)");
   return context;
 }
 
@@ -275,8 +285,16 @@ void Context::WireTransport() {
     for (int r = 0; r < self->size_; ++r) everyone.insert(r);
     std::vector<int> gone;
     self->ProbePeers(everyone, &gone);
+    std::vector<int> announced = self->heartbeat_ ? self->heartbeat_->Announced() : std::vector<int>{};
+    std::lock_guard<std::mutex> lock(self->gone_mutex_);
+    announced.insert(announced.end(), self->gone_.begin(), self->gone_.end());
+    for (int r : announced)
+      if (std::find(gone.begin(), gone.end(), r) == gone.end()) gone.push_back(r);
+    std::sort(gone.begin(), gone.end());
     return gone;
   });
+  std::lock_guard<std::mutex> lock(gone_mutex_);
+  gone_.clear();  // old ranks' numbers
 }
 
 std::string Context::KnownFailures() const {
@@ -330,6 +348,7 @@ std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* go
 void Context::PostNoticeReceive() {
   std::lock_guard<std::mutex> lock(notice_mutex_);
   PostNoticeReceiveLocked();
+  if (heartbeat_) heartbeat_->Attach(transport_.get(), size_);
 }
 
 void Context::PostNoticeReceiveLocked() {
@@ -339,6 +358,7 @@ void Context::PostNoticeReceiveLocked() {
 }
 
 void Context::WithdrawNoticeReceive() {  // notice_mutex_ held
+  if (heartbeat_) heartbeat_->Detach();
   if (!transport_ || !notice_ticket_.active) return;
   if (transport_->CancelRecvWithin(notice_ticket_, 0.1) == transport::Transport::CancelOutcome::kPending) {
     Quarantine(std::shared_ptr<Notice>(std::move(notice_in_)));  // MPI may still write it
@@ -354,6 +374,7 @@ void Context::NotifyPeerFailure(const std::string& message, const std::vector<in
   auto* notice = new Notice();
   notice->magic = kFailureMagic;
   notice->reporter = rank_;
+  if (gone.size() == 1) notice->gone = gone[0];
   std::snprintf(notice->text, sizeof notice->text, "%s", message.c_str());
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || std::find(gone.begin(), gone.end(), r) != gone.end()) continue;
@@ -394,9 +415,20 @@ std::string Context::PollFailureNotice() {
     }
     if (n.magic != kFailureMagic) return {};
     notified_.store(true);  // the reporter told everyone already
+    if (n.gone >= 0 && n.gone < size_) NoteGone({n.gone});
     return Str(text, " (reported by ", DescribeRank(n.reporter), ")");
   }
   return {};
+}
+
+bool Context::departed(int rank) const {
+  std::lock_guard<std::mutex> lock(departures_mutex_);
+  return departures_.count(rank) > 0;
+}
+
+void Context::NoteGone(const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(gone_mutex_);
+  gone_.insert(ranks.begin(), ranks.end());
 }
 
 std::string Context::PeerNotes(const std::set<int>& awaited) const {

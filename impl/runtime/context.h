@@ -20,6 +20,7 @@
 #include "impl/common/process.h"
 #include "impl/topology/graph.h"
 #include "impl/runtime/engine.h"
+#include "impl/runtime/heartbeat.h"
 #include "impl/runtime/scratch.h"
 #include "impl/runtime/timeline.h"
 #include "impl/transport/mpi/mpi_transport.h"
@@ -242,6 +243,13 @@ class Context {
   std::string PeerNotes(const std::set<int>& awaited) const;
   // "rank 3 (pid 42 on host vm)", or "rank 3" when its identity is unknown.
   std::string DescribeRank(int rank) const;
+  // The failure detector (STARLING_HEARTBEAT_SECONDS under ULFM), or null.
+  Heartbeat* heartbeat() { return heartbeat_.get(); }
+  // True once `rank` announced its departure (a silent rank that left is not failed).
+  bool departed(int rank) const;
+  // Ranks declared failed by this rank's heartbeat or named by a peer's failure notice:
+  // a revocation that MPI cannot explain yet (it knows of no failed rank) names them.
+  void NoteGone(const std::vector<int>& ranks);
 
  private:
   Context() = default;
@@ -285,7 +293,7 @@ class Context {
     int32_t reporter = -1;
     uint64_t sequence = 0;  // departure: the last operation the reporter took part in
     int32_t normal = 0;     // departure: 1 if it completed every operation up to then
-    int32_t reserved = 0;
+    int32_t gone = -1;      // failure: the rank found gone, or -1
     char text[488] = {};
   };
   static constexpr uint32_t kFailureMagic = 0x53464149;    // "SFAI"
@@ -311,6 +319,9 @@ class Context {
   mutable std::mutex departures_mutex_;
   std::map<int, Departure> departures_;  // by rank; guarded by departures_mutex_
   std::atomic<bool> any_departure_{false};
+  std::shared_ptr<Heartbeat> heartbeat_;  // null: off (shared with the progress thread's tick)
+  mutable std::mutex gone_mutex_;
+  std::set<int> gone_;  // guarded by gone_mutex_; see NoteGone
 
   std::atomic<bool> broken_{false};
   std::atomic<bool> aborted_{false};

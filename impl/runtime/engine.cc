@@ -149,6 +149,11 @@ void Engine::SetBackgroundPoll(std::function<bool()> poll, double max_interval_s
   queue_cv_.notify_all();
 }
 
+void Engine::SetTick(std::function<void()> tick, double interval_seconds) {
+  tick_ = std::move(tick);
+  tick_interval_ = interval_seconds;
+}
+
 void Engine::RunQueued(const Request* until) {
   while (until == nullptr || !until->done()) {
     if (queued_.load(std::memory_order_acquire) == 0) return;  // the common case, without the lock
@@ -288,7 +293,13 @@ void Engine::ThreadMain() {
   // microseconds up to the configured maximum, and reset after any work.
   constexpr double kMinPollInterval = 20e-6;
   double interval = kMinPollInterval;
+  Clock::time_point next_tick = Clock::now();
+  const auto tick_interval = std::chrono::duration<double>(tick_interval_);
   for (;;) {
+    if (tick_ && Clock::now() >= next_tick) {
+      tick_();
+      next_tick = Clock::now() + std::chrono::duration_cast<Clock::duration>(tick_interval);
+    }
     std::function<bool()> poll;
     {
       std::unique_lock<std::mutex> lock(queue_mutex_);
@@ -305,10 +316,15 @@ void Engine::ThreadMain() {
       if (queue_.empty() && !stopping_) {
         thread_sleeping_ = true;
         if (poll_) {
-          queue_cv_.wait_for(lock, std::chrono::duration<double>(interval));
+          queue_cv_.wait_for(lock, std::chrono::duration<double>(tick_ ? std::min(interval, tick_interval_) : interval));
         } else {
           interval = kMinPollInterval;
-          queue_cv_.wait(lock, [this] { return !queue_.empty() || stopping_ || poll_; });
+          const auto woken = [this] { return !queue_.empty() || stopping_ || poll_; };
+          if (tick_) {
+            queue_cv_.wait_until(lock, next_tick, woken);
+          } else {
+            queue_cv_.wait(lock, woken);
+          }
         }
         thread_sleeping_ = false;
       }

@@ -65,6 +65,10 @@ class Engine {
   // the execution lock). `poll` returns true when it did work; the thread then
   // polls again soon, else it backs off to at most `max_interval_seconds`.
   void SetBackgroundPoll(std::function<bool()> poll, double max_interval_seconds);
+  // A periodic duty (the failure detector's answers to pings): while set, the progress
+  // thread calls `tick` (without the execution lock) at least every `interval_seconds`,
+  // also while it has nothing else to do. Set before Start().
+  void SetTick(std::function<void()> tick, double interval_seconds);
 
  private:
   void ThreadMain();
@@ -94,6 +98,8 @@ class Engine {
   bool thread_sleeping_ = false;           // guarded by queue_mutex_
   std::function<bool()> poll_;             // guarded by queue_mutex_
   double poll_max_interval_ = 0;           // guarded by queue_mutex_
+  std::function<void()> tick_;             // set before Start
+  double tick_interval_ = 0;
   double spin_seconds_ = 0;
   size_t fusion_threshold_ = 0;
   std::atomic<int64_t> last_submit_ns_{0};  // monotonic ns of the last submission

@@ -1,5 +1,7 @@
 #include "impl/runtime/wait_monitor.h"
 
+#include <algorithm>
+
 #include "impl/common/logging.h"
 #include "impl/runtime/context.h"
 
@@ -27,6 +29,7 @@ namespace {
 // A wait shorter than this is not a stall: failure notices are not even looked at.
 constexpr double kNoticeAfterSeconds = 0.01;
 constexpr double kFailurePollSeconds = 0.002;
+constexpr double kHeartbeatCheckSeconds = 0.01;
 }  // namespace
 
 [[noreturn]] void WaitMonitor::PeerFailed(const std::string& reason) {
@@ -56,6 +59,27 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
     const std::string failed = context_.KnownFailures();
     if (!failed.empty()) PeerFailed(failed);
   }
+  if (Heartbeat* heartbeat = context_.heartbeat()) {
+    heartbeat->Poll();  // this rank answers its peers' pings while it waits
+    if (next_heartbeat_ < 0) next_heartbeat_ = heartbeat->period();
+    if (waited >= next_heartbeat_) {
+      next_heartbeat_ = waited + kHeartbeatCheckSeconds;
+      CheckHeartbeat(awaited, waited);
+    }
+    if (waited >= kNoticeAfterSeconds) {
+      // Another rank's heartbeat found one gone: this wait may depend on it, or on a
+      // survivor that stopped at the failure.
+      const std::vector<int> announced = heartbeat->Announced();
+      if (!announced.empty()) {
+        std::string names;
+        for (size_t i = 0; i < announced.size(); ++i)
+          names += Str(i == 0 ? "" : i + 1 == announced.size() ? " and " : ", ", context_.DescribeRank(announced[i]));
+        PeerFailed(Str(names, announced.size() == 1 ? " is" : " are",
+                       " gone (another rank's heartbeat found no answer for STARLING_HEARTBEAT_SECONDS=",
+                       heartbeat->timeout(), " s: killed, crashed, hung or stopped)"));
+      }
+    }
+  }
   if (next_probe_ > 0 && waited >= next_probe_) {
     next_probe_ = waited + config.peer_check_seconds;
     const Awaited a = awaited();
@@ -77,6 +101,38 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
     Fail(Code::kTimeout, "timed out after ", config.timeout_seconds, " s waiting for ", a.text,
          " (STARLING_TIMEOUT_SECONDS)", context_.PeerNotes(a.ranks));
   }
+}
+
+void WaitMonitor::CheckHeartbeat(const std::function<Awaited()>& awaited, double waited) {
+  Heartbeat& heartbeat = *context_.heartbeat();
+  const auto now = std::chrono::steady_clock::now();
+  if (heartbeat_start_ == std::chrono::steady_clock::time_point{}) heartbeat_start_ = now;
+  const Awaited a = awaited();
+  std::vector<int> silent;
+  double silent_for = 0;
+  for (int r : a.ranks) {
+    if (r == context_.rank() || context_.departed(r)) continue;  // a rank that left answers nothing
+    heartbeat.Ping(r);
+    const auto heard = heartbeat.LastHeard(r);
+    if (heard == std::chrono::steady_clock::time_point::max()) continue;  // unknown now: never a verdict
+    const double quiet = std::chrono::duration<double>(now - std::max(heard, heartbeat_start_)).count();
+    if (quiet >= heartbeat.timeout()) {
+      silent.push_back(r);
+      silent_for = std::max(silent_for, quiet);
+    }
+  }
+  if (silent.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < silent.size(); ++i)
+    names += Str(i == 0 ? "" : i + 1 == silent.size() ? " and " : ", ", context_.DescribeRank(silent[i]));
+  const std::string message =
+      Str(names, silent.size() == 1 ? " is" : " are", " gone (no answer to heartbeats for ",
+          static_cast<int>(silent_for * 100) / 100.0, " s, STARLING_HEARTBEAT_SECONDS=", heartbeat.timeout(),
+          ": killed, crashed, hung or stopped)");
+  context_.NoteGone(silent);
+  heartbeat.Announce(silent);  // first: it outlives the revocation that PeerFailed sends
+  context_.NotifyPeerFailure(message, silent);
+  PeerFailed(Str(message, "; was waiting ", static_cast<int>(waited * 10) / 10.0, " s for ", a.text));
 }
 
 void WaitMonitor::ExplainTransportFailure(const Error& error, const std::function<Awaited()>& awaited) {

@@ -47,6 +47,9 @@ class WaitMonitor {
 
  private:
   double waited_seconds() const;
+  // The heartbeat (runtime/heartbeat.h): pings the awaited ranks and throws
+  // Error(kPeerFailed) naming those silent for its timeout.
+  void CheckHeartbeat(const std::function<Awaited()>& awaited, double waited);
   // Marks the context failed (later calls fail fast with `reason`) and throws.
   [[noreturn]] void PeerFailed(const std::string& reason);
 
@@ -57,6 +60,8 @@ class WaitMonitor {
   double next_warning_;
   double next_probe_;
   double next_failure_poll_ = 0;  // ULFM: when to ask MPI for failed ranks again
+  double next_heartbeat_ = -1;    // when to ping and check again (< 0: not yet known)
+  std::chrono::steady_clock::time_point heartbeat_start_{};  // the first ping of this wait
 };
 
 }  // namespace starling::runtime

@@ -18,8 +18,9 @@ enum class Channel : int {
   kWindowData = 3,     // payloads that follow a window request
   kWindowReply = 4,    // acknowledgements and get replies
   kControl = 5,        // failure notices (a rank tells the others that a peer is gone)
+  kHeartbeat = 6,      // pings and answers of the failure detector (runtime/heartbeat.h)
 };
-constexpr int kNumChannels = 6;
+constexpr int kNumChannels = 7;
 constexpr int kAnySource = -1;
 
 // A posted send or receive. Opaque storage for the transport's own request handle.

@@ -1,6 +1,6 @@
 /* The survivors of a death repair, compute once more and leave (issue 29, section 1):
- * rank 2 SIGKILLs itself after a barrier; the survivors' allreduce fails with
- * PEER_FAILED; each repairs, runs one last allreduce of three float64 (checked
+ * rank 2 SIGKILLs itself after a barrier; the survivors' allreduce (or the barrier)
+ * fails with PEER_FAILED; each repairs, runs one last allreduce of three float64 (checked
  * exactly), destroys its context and returns 0. Before destroy waited for the others
  * after a repair, a survivor that finished first exited while others were still inside
  * the last allreduce, ULFM reported that exit to them as a new death, and the job
@@ -29,13 +29,16 @@ int main(void) {
   int rank = 0, size = 1;
   starling_rank(ctx, &rank);
   starling_size(ctx, &size);
-  if ((s = starling_barrier(ctx)) != STARLING_SUCCESS) return Fail(rank, "barrier", s);
+  /* The victim may leave the barrier (and die) while others are still inside it: they
+   * may see the death there already (more often over TCP, which fault-tolerant jobs use). */
+  const int barrier = starling_barrier(ctx);
+  if (barrier != STARLING_SUCCESS && barrier != STARLING_ERR_PEER_FAILED) return Fail(rank, "barrier", barrier);
   if (rank == victim) raise(SIGKILL);
   double x[3] = {1, 2, 3}, y[3];
   int64_t shape[1] = {3};
   DLTensor in = vector(x, shape), out = vector(y, shape);
-  s = starling_allreduce(ctx, &in, &out, STARLING_SUM, "first");
-  if (s != STARLING_ERR_PEER_FAILED) return Fail(rank, "allreduce 'first' (expected PEER_FAILED)", s);
+  s = barrier == STARLING_SUCCESS ? starling_allreduce(ctx, &in, &out, STARLING_SUM, "first") : barrier;
+  if (s != STARLING_ERR_PEER_FAILED) return Fail(rank, "barrier + allreduce 'first' (expected PEER_FAILED)", s);
   for (int attempt = 0;; ++attempt) {
     s = starling_context_repair(ctx, NULL, NULL);
     if (s == STARLING_SUCCESS) break;

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from ulfm_launch import ULFM_MPIRUN_ARGS
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -27,7 +29,7 @@ def main():
     parser.add_argument("--limit", type=int, default=60)
     args = parser.parse_args()
 
-    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, "--with-ft", "ulfm", "-np", str(args.np),
+    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
                *shlex.split(args.program), *([args.scenario] if args.scenario else [])]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     start = time.monotonic()

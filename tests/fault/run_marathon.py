@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from ulfm_launch import ULFM_MPIRUN_ARGS
+
 
 def read_members(path):
     try:
@@ -96,8 +98,8 @@ def main():
     job_tmp = os.path.join(workdir, "tmp")
     os.mkdir(job_tmp)
     members_path, log_path = os.path.join(workdir, "members"), os.path.join(workdir, "log")
-    command = [*shlex.split(args.launch), "timeout", "-k", "10", str(int(args.limit)), args.mpiexec, "--with-ft",
-               "ulfm", "-np", str(args.np), *shlex.split(args.mpirun_args), args.program, workdir]
+    command = [*shlex.split(args.launch), "timeout", "-k", "10", str(int(args.limit)), args.mpiexec,
+               *ULFM_MPIRUN_ARGS, "-np", str(args.np), *shlex.split(args.mpirun_args), args.program, workdir]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe", TMPDIR=job_tmp)
     out_path = os.path.join(workdir, "mpirun.out")
     start = time.monotonic()

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from ulfm_launch import ULFM_MPIRUN_ARGS
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -51,7 +53,7 @@ def main():
 def run_once(args):
 
     victims_expected = 2 if args.scenario == "repair" else 1
-    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, "--with-ft", "ulfm", "-np", str(args.np),
+    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
                *shlex.split(args.program), args.scenario, *([] if args.linger is None else [str(args.linger)])]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     start = time.monotonic()

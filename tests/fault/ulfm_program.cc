@@ -17,8 +17,9 @@
 //                     step; the victim dies at step 20 (issue 29's reproduction)
 //   stopped           as neighbor_batch, but the victim stops (SIGSTOP) instead of dying:
 //                     the launcher has nothing to report, as when a death goes
-//                     unreported; survivors must get PEER_FAILED from MPI's failure
-//                     detector; rank 0 SIGKILLs the victim at the end
+//                     unreported; survivors must get PEER_FAILED from a failure
+//                     detector (Starling's heartbeat); rank 0 then SIGKILLs the victim
+//                     so that MPI learns of it and the repair can shrink
 //   neighbor_batch_anytime  the same, the victim killed by a thread of its own at a
 //                     random time 0.2-0.8 s in (mid-send, mid-wait, ...)
 //   fused             after submitting half of a batch of 64 small nonblocking
@@ -179,6 +180,7 @@ int main(int argc, char** argv) {
   starling_fault_tolerant(ctx, &ft);
   const int victim = (scenario.rfind("neighbor_batch", 0) == 0 || scenario == "stopped") && size > 3 ? 2 : 1;
   const int second_victim = size - 1;  // "repair": dies inside the repair
+  pid_t victim_pid = 0;
   try {
     Expect(ft == 1, "starling_fault_tolerant is 0 (run under mpirun --with-ft ulfm)");
     Expect(size >= 3, "run with 3 or more ranks");
@@ -193,9 +195,10 @@ int main(int argc, char** argv) {
       Expect(starling_set_window_associated_p_enabled(ctx, 1) == STARLING_SUCCESS, "associated p");
       Expect(starling_window_create(ctx, &wt.t, "ps", 1, &psw) == STARLING_SUCCESS, "window_create (push-sum)");
     }
-    // "stopped": rank 0 ends the stopped victim at the end (its pid, from everyone's).
+    // "stopped": rank 0 ends the stopped victim once the survivors found it (its pid, from everyone's).
     Tensor pid(1, static_cast<double>(getpid())), pids(static_cast<size_t>(size));
     Expect(starling_allgather(ctx, &pid.t, &pids.t, nullptr, "pids") == STARLING_SUCCESS, "allgather pids");
+    victim_pid = static_cast<pid_t>(pids.data[static_cast<size_t>(victim)]);
     Expect(starling_barrier(ctx) == STARLING_SUCCESS, "barrier before the failure");
     if (scenario == "finish") {
       Expect(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "finish") == STARLING_SUCCESS, "allreduce");
@@ -330,6 +333,10 @@ int main(int argc, char** argv) {
     Expect(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "later") == STARLING_ERR_PEER_FAILED,
            "a later call did not fail with PEER_FAILED");
 
+    // "stopped": the survivors found it (Starling's heartbeat); MPI learns of it only
+    // once it is dead, and the repair's shrink waits until then.
+    if (scenario == "stopped" && rank == 0) kill(victim_pid, SIGKILL);
+
     // --- repair (again while ranks die during it) ---
     std::vector<int> original(static_cast<size_t>(size));  // original rank -> current, -1 dropped
     for (int r = 0; r < size; ++r) original[static_cast<size_t>(r)] = r;
@@ -382,7 +389,6 @@ int main(int argc, char** argv) {
     if (win != nullptr) Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
     if (psw != nullptr) Expect(starling_window_free(psw) == STARLING_SUCCESS, "window_free (push-sum)");
     std::this_thread::sleep_for(std::chrono::duration<double>(linger));
-    if (scenario == "stopped" && rank == 0) kill(static_cast<pid_t>(pids.data[static_cast<size_t>(victim)]), SIGKILL);
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
     std::printf("SURVIVOR rank=%d ok=1 detect_mono=%.6f repaired_mono=%.6f repair_s=%.6f new_rank=%d new_size=%d "
                 "%smessage=%s\n",
@@ -391,6 +397,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return 0;
   } catch (const Failure& f) {
+    if (scenario == "stopped" && rank == 0 && victim_pid > 0) kill(victim_pid, SIGKILL);  // no job left hanging
     std::printf("SURVIVOR rank=%d ok=0 reason=%s\n", rank, f.reason.c_str());
     std::fflush(stdout);
     starling_context_abort(ctx);

@@ -71,6 +71,11 @@ for option in -np " -n " --num-proc -H --hosts --hostfile --timeout --print-conf
 done
 check "--help mentions every option${missing:+ (missing:$missing)}" test -z "$missing"
 
+# start/stop (notebooks) hand the command line to Python: one that cannot run is named.
+STARLING_PYTHON=/nonexistent/python3 run stop --profile none
+no_python() { [[ $rc -eq 127 && $err == *"cannot run '/nonexistent/python3'"*STARLING_PYTHON* ]]; }
+check "starlingrun stop without its Python: exit 127 naming STARLING_PYTHON" no_python
+
 run --version
 version_ok() { [[ $rc -eq 0 && $out =~ [0-9]+\.[0-9]+\.[0-9]+ ]]; }
 check "--version exits 0 and prints M.m.p ($out)" version_ok

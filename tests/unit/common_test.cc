@@ -55,6 +55,15 @@ TEST(Config, PeerCheckSeconds) {
             std::string::npos);
 }
 
+TEST(Config, HeartbeatSeconds) {
+  EXPECT_EQ(Parse({}).heartbeat_seconds, 0.5);
+  EXPECT_EQ(Parse({{"STARLING_HEARTBEAT_SECONDS", "2"}}).heartbeat_seconds, 2.0);
+  EXPECT_EQ(Parse({{"STARLING_HEARTBEAT_SECONDS", "0"}}).heartbeat_seconds, 0.0);
+  // Below 50 ms a busy machine's scheduling delays alone would look like deaths.
+  EXPECT_NE(ParseError({{"STARLING_HEARTBEAT_SECONDS", "0.01"}}).find("is below 0.05"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_HEARTBEAT_SECONDS", "-1"}}).find("STARLING_HEARTBEAT_SECONDS"), std::string::npos);
+}
+
 TEST(Config, ParsesValues) {
   const Config c = Parse({{"STARLING_LOG_LEVEL", "Debug"},
                           {"STARLING_TIMEOUT_SECONDS", "2.5"},

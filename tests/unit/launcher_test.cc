@@ -447,7 +447,13 @@ TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
   Command ok = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);
   EXPECT_TRUE(ok.error.empty());
   EXPECT_TRUE(HasSeq(ok.argv, {"--with-ft", "ulfm"}));
+  // No shared-memory BTL (not crash-safe), unless the user chose the BTLs.
+  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "btl", "^sm,smcuda,usnic"}));
   EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "--with-ft"));
+  EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "^sm,smcuda,usnic"));
+  Command own = BuildCommand(Parse({"--fault-tolerant", "--mpi-args", "--mca btl tcp,self", "-np", "3", "prog"}), env);
+  EXPECT_FALSE(Has(own.argv, "^sm,smcuda,usnic"));
+  EXPECT_TRUE(HasSeq(own.argv, {"--mca", "btl", "tcp,self"}));
   for (int major : {4, 0}) {
     env.mpi_major = major;
     Command refused = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);
@@ -460,7 +466,8 @@ TEST(LauncherHelp, MentionsEveryOption) {
   for (const char* option : {"-np", "-n N", "--num-proc", "-H", "--hosts", "--hostfile",
                              "--timeout", "--print-config", "--verbose", "--mpi-args", "-x NAME",
                              "--fault-tolerant", "--help", "--version", "STARLING_LOG_LEVEL=warn", "Examples",
-                             "--interface", "plm_rsh_agent"}) {
+                             "--interface", "plm_rsh_agent", "starlingrun start -np N", "starlingrun stop",
+                             "--profile NAME", "--start-timeout", "STARLING_PYTHON"}) {
     EXPECT_NE(help.find(option), std::string::npos) << option;
   }
 }

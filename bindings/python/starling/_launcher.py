@@ -34,6 +34,7 @@ def main() -> None:
         path = os.environ.get("PATH", "")
         if path.split(os.pathsep)[0] != scripts:
             os.environ["PATH"] = scripts + (os.pathsep + path if path else "")
+    os.environ.setdefault("STARLING_PYTHON", sys.executable)  # starlingrun start|stop run starling.interactive
     os.execv(binary, [binary] + sys.argv[1:])
 
 

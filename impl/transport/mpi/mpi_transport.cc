@@ -1,10 +1,13 @@
 #include "impl/transport/mpi/mpi_transport.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <type_traits>
 #include <vector>
@@ -20,6 +23,23 @@ namespace starling::transport {
 namespace {
 
 static_assert(sizeof(MPI_Request) <= sizeof(Ticket::storage), "MPI_Request must fit in a Ticket");
+
+// The CPUs this thread may run on, as a bit set of the first 1024 (all online CPUs if
+// the affinity cannot be read).
+constexpr int kCpuWords = 16;
+void AffinityBits(uint64_t (&bits)[kCpuWords]) {
+  std::fill(std::begin(bits), std::end(bits), 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int limit = kCpuWords * 64;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    limit = std::min(limit, std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
+    for (int cpu = 0; cpu < limit; ++cpu) bits[cpu / 64] |= uint64_t{1} << (cpu % 64);
+    return;
+  }
+  for (int cpu = 0; cpu < std::min(limit, static_cast<int>(CPU_SETSIZE)); ++cpu)
+    if (CPU_ISSET(cpu, &set)) bits[cpu / 64] |= uint64_t{1} << (cpu % 64);
+}
 
 std::mutex g_lifetime_mutex;
 int g_users = 0;
@@ -130,9 +150,13 @@ MpiTransport::MpiTransport(MPI_Comm base) {
   CheckMpi(MPI_Comm_dup(base, &window_comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(collective_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(window_comm_, MPI_ERRORS_RETURN);
+  fault_tolerant_ = UlfmEnabled();
+  if (fault_tolerant_) {
+    CheckMpi(MPI_Comm_dup(base, &heartbeat_comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(heartbeat_comm_, MPI_ERRORS_RETURN);
+  }
   MPI_Comm_rank(collective_comm_, &rank_);
   MPI_Comm_size(collective_comm_, &size_);
-  fault_tolerant_ = UlfmEnabled();
   if (fault_tolerant_) IgnoreBrokenPipes();
 }
 
@@ -140,6 +164,7 @@ MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (heartbeat_comm_ != MPI_COMM_NULL) MPI_Comm_free(&heartbeat_comm_);
   if (window_comm_ != MPI_COMM_NULL) MPI_Comm_free(&window_comm_);
   if (collective_comm_ != MPI_COMM_NULL) MPI_Comm_free(&collective_comm_);
 }
@@ -149,6 +174,8 @@ MPI_Comm MpiTransport::comm_for(Channel channel) const {
     case Channel::kCollective:
     case Channel::kPeer:
       return collective_comm_;
+    case Channel::kHeartbeat:
+      return heartbeat_comm_ != MPI_COMM_NULL ? heartbeat_comm_ : window_comm_;
     default:
       return window_comm_;
   }
@@ -278,12 +305,13 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   int leader = rank_;
   MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
   MPI_Comm_free(&local);
-  // One record per rank: the layout triple and the process identity (for peer
-  // failure detection), in one MPI_Allgather of bytes.
+  // One record per rank: the layout triple, the process identity (for peer failure
+  // detection) and the CPUs it may use (whether waits yield), in one MPI_Allgather.
   struct Record {
     int32_t layout[3];
     int32_t reserved;
     ProcessIdentity process;
+    uint64_t cpus[kCpuWords];
   };
   static_assert(std::is_trivially_copyable_v<Record>, "Record travels as bytes");
   Record mine{};
@@ -291,6 +319,7 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   mine.layout[1] = layout.local_rank;
   mine.layout[2] = layout.local_size;
   mine.process = ThisProcess();
+  AffinityBits(mine.cpus);
   std::vector<Record> records(static_cast<size_t>(size_));
   Check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, records.data(), sizeof mine, MPI_BYTE, collective_comm_),
            "MPI_Allgather");
@@ -304,6 +333,18 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
     if (l == r) layout.machine_leaders.push_back(r);
     if (l == leader) layout.machine_ranks.push_back(r);
   }
+  uint64_t host_cpus[kCpuWords] = {};
+  layout.host_ranks = 0;
+  for (int r = 0; r < size_; ++r) {
+    const bool same_host = r == rank_ || (mine.process.host_key != 0 &&
+                                          records[r].process.host_key == mine.process.host_key);
+    if (!same_host) continue;
+    ++layout.host_ranks;
+    for (int w = 0; w < kCpuWords; ++w) host_cpus[w] |= records[r].cpus[w];
+  }
+  layout.host_cpus = 0;
+  for (uint64_t word : host_cpus) layout.host_cpus += __builtin_popcountll(word);
+  layout.host_oversubscribed = layout.host_ranks > std::max(1, layout.host_cpus);
   layout.machine_size = static_cast<int>(layout.machine_leaders.size());
   for (int m = 0; m < layout.machine_size; ++m)
     if (layout.machine_leaders[m] == leader) layout.machine_rank = m;

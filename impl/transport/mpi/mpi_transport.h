@@ -41,6 +41,13 @@ struct Layout {
   std::vector<int> machine_ranks;    // the ranks of this rank's machine, ascending
   std::vector<int> machine_leaders;  // the lowest rank of each machine, by machine rank
   std::vector<ProcessIdentity> processes;  // every rank's process (pid, host), by rank
+  // More ranks run on this rank's host than there are CPUs they may use (the union of
+  // their affinity masks): a rank waiting for a peer may be holding the core that peer
+  // needs, so waits yield. Otherwise yielding only hands the core to unrelated busy
+  // processes for a whole time slice, and waits spin as MPI's own do.
+  bool host_oversubscribed = false;
+  int host_ranks = 1;  // ranks of this job on this rank's host (by host identity)
+  int host_cpus = 1;   // CPUs in the union of their affinity masks
 };
 
 class MpiTransport final : public Transport {
@@ -84,7 +91,7 @@ class MpiTransport final : public Transport {
   void SetFailureProbe(std::function<std::vector<int>()> probe) { probe_ = std::move(probe); }
   // Ranks this process knows to have failed (ascending); empty without ULFM. Any thread.
   std::vector<int> FailedRanks() const;
-  // Revokes both communicators (ULFM): every rank's pending and later operations on
+  // Revokes the collective and window communicators (ULFM): every rank's pending and later operations on
   // them fail with MPIX_ERR_REVOKED, so survivors leave waits that depend on a rank
   // that stopped at the failure. Idempotent, any thread; nothing without ULFM.
   void Revoke();
@@ -123,6 +130,9 @@ class MpiTransport final : public Transport {
   std::atomic<int> abandoned_{0};
   MPI_Comm collective_comm_ = MPI_COMM_NULL;
   MPI_Comm window_comm_ = MPI_COMM_NULL;
+  // ULFM: the failure detector's (Channel::kHeartbeat), never revoked, so that the
+  // news of a failure it found outlives the revocation that follows it.
+  MPI_Comm heartbeat_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
 };

@@ -1,0 +1,1 @@
+"""bluefog.common: only topology_util, the part BlueFog programs import."""
