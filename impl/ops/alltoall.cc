@@ -43,6 +43,10 @@ class AlltoallOp : public runtime::Op {
     const int me = group.index;
     const size_t elem = DTypeSize(in_.dtype);
     if (n == 1) {
+      // The one pair is this rank with itself (the fuzzer found the copy overflowing out).
+      STARLING_CHECK(send_[0] == recv_[0], Code::kMismatch, Describe(), ": rank 0 sends ", send_[0],
+                     " elements to rank 0, which expects ", recv_[0],
+                     " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
       if (in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
       return;
     }

@@ -226,6 +226,19 @@ TEST_F(Scatter, BadInputFailsOnTheCallingThread) {
   ASSERT_OK(starling_reduce_scatter(ctx, &in.t, &out.t, nullptr, STARLING_SUM, nullptr));
 }
 
+// A rank whose counts disagree with themselves (what it sends to itself is not what it
+// expects from itself): MISMATCH at every size; at one rank this overflowed out (fuzzer).
+TEST_F(Scatter, AlltoallSelfCountsDisagreeing) {
+  std::vector<int64_t> send(size, 4), recv(size, 4);
+  recv[rank] = 3;
+  Buffer a(Kind::kF32, {4 * size}), b(Kind::kF32, {4 * size - 1});
+  EXPECT_ERROR(starling_alltoall(ctx, &a.t, &b.t, send.data(), recv.data(), "self"), STARLING_ERR_MISMATCH,
+               "rank 0 sends 4 elements to rank 0, which expects 3");
+  Buffer c(Kind::kF32, {4 * size}), d(Kind::kF32, {4 * size});
+  Fill(c, rank, 0);
+  ASSERT_OK(starling_alltoall(ctx, &c.t, &d.t, nullptr, nullptr, nullptr));  // the context still works
+}
+
 TEST_F(Scatter, RanksDisagreeingFailWithMismatchEverywhere) {
   if (size < 2) GTEST_SKIP() << "needs two ranks";
   Buffer in(Kind::kF32, {4 * size}), out(Kind::kF32, {4});
