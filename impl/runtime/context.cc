@@ -300,11 +300,8 @@ void Context::WireTransport() {
 std::string Context::KnownFailures() const {
   if (!fault_tolerant()) return {};
   const std::vector<int> failed = transport_->FailedRanks();
-  std::string names;
-  for (size_t i = 0; i < failed.size(); ++i)
-    names += Str(i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ", DescribeRank(failed[i]));
   if (failed.empty()) return {};
-  return Str(names, failed.size() == 1 ? " is" : " are",
+  return Str(DescribeGone(failed),
              " gone (killed, crashed or exited; reported by ULFM); repair the context (starling_context_repair) "
              "or destroy it");
 }
@@ -317,6 +314,13 @@ void Context::ClearExtensionsExcept(std::type_index keep) {
 std::string Context::DescribeRank(int rank) const {
   if (rank < 0 || static_cast<size_t>(rank) >= layout_.processes.size()) return Str("rank ", rank);
   return Str("rank ", rank, " (", DescribeProcess(layout_.processes[static_cast<size_t>(rank)]), ")");
+}
+
+std::string Context::DescribeGone(const std::vector<int>& ranks) const {
+  std::string names;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    names += Str(i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ", DescribeRank(ranks[i]));
+  return Str(names, ranks.size() == 1 ? " is" : " are");
 }
 
 std::vector<std::pair<int, ProcessState>> Context::ProbeStates(const std::set<int>& ranks) const {
@@ -338,11 +342,7 @@ std::string Context::ProbePeers(const std::set<int>& ranks, std::vector<int>* go
     if (state == ProcessState::kGone) gone.push_back(r);
   if (gone_out) *gone_out = gone;
   if (gone.empty()) return {};
-  std::string names;
-  for (size_t i = 0; i < gone.size(); ++i)
-    names += Str(i == 0 ? "" : i + 1 == gone.size() ? " and " : ", ", DescribeRank(gone[i]));
-  return Str(names, gone.size() == 1 ? " is" : " are",
-             " gone (killed, crashed or exited without destroying its context)");
+  return Str(DescribeGone(gone), " gone (killed, crashed or exited without destroying its context)");
 }
 
 void Context::PostNoticeReceive() {

@@ -243,6 +243,9 @@ class Context {
   std::string PeerNotes(const std::set<int>& awaited) const;
   // "rank 3 (pid 42 on host vm)", or "rank 3" when its identity is unknown.
   std::string DescribeRank(int rank) const;
+  // "rank 1 (...) is" / "rank 1 (...), rank 2 (...) and rank 3 (...) are": the subject
+  // of every "... gone (why)" message.
+  std::string DescribeGone(const std::vector<int>& ranks) const;
   // The failure detector (STARLING_HEARTBEAT_SECONDS under ULFM), or null.
   Heartbeat* heartbeat() { return heartbeat_.get(); }
   // True once `rank` announced its departure (a silent rank that left is not failed).

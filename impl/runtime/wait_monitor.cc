@@ -71,10 +71,7 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
       // survivor that stopped at the failure.
       const std::vector<int> announced = heartbeat->Announced();
       if (!announced.empty()) {
-        std::string names;
-        for (size_t i = 0; i < announced.size(); ++i)
-          names += Str(i == 0 ? "" : i + 1 == announced.size() ? " and " : ", ", context_.DescribeRank(announced[i]));
-        PeerFailed(Str(names, announced.size() == 1 ? " is" : " are",
+        PeerFailed(Str(context_.DescribeGone(announced),
                        " gone (another rank's heartbeat found no answer for STARLING_HEARTBEAT_SECONDS=",
                        heartbeat->timeout(), " s: killed, crashed, hung or stopped)"));
       }
@@ -122,11 +119,8 @@ void WaitMonitor::CheckHeartbeat(const std::function<Awaited()>& awaited, double
     }
   }
   if (silent.empty()) return;
-  std::string names;
-  for (size_t i = 0; i < silent.size(); ++i)
-    names += Str(i == 0 ? "" : i + 1 == silent.size() ? " and " : ", ", context_.DescribeRank(silent[i]));
   const std::string message =
-      Str(names, silent.size() == 1 ? " is" : " are", " gone (no answer to heartbeats for ",
+      Str(context_.DescribeGone(silent), " gone (no answer to heartbeats for ",
           static_cast<int>(silent_for * 100) / 100.0, " s, STARLING_HEARTBEAT_SECONDS=", heartbeat.timeout(),
           ": killed, crashed, hung or stopped)");
   context_.NoteGone(silent);
