@@ -25,6 +25,7 @@
 
 #include "impl/launcher/command.h"
 #include "impl/launcher/rank_watch.h"
+#include "impl/launcher/session_dir.h"
 
 namespace starling::launcher {
 namespace {
@@ -64,6 +65,10 @@ const char* SignalName(int sig) {
   if (getppid() != launcher) _exit(kExitCannotRun);
 #endif
   (void)launcher;
+  // mpirun keeps this pid: a session directory left under it by a killed mpirun would
+  // stop it from starting (session_dir.h). The launcher is single-threaded, so the
+  // allocations this needs are safe after fork.
+  RemoveStaleSessionDir(SessionDirFor(getpid()));
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   std::vector<char*> argv;
   for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "impl/launcher/command.h"
+#include "impl/launcher/session_dir.h"
 
 namespace starling::launcher {
 namespace {
@@ -470,6 +473,39 @@ TEST(LauncherHelp, MentionsEveryOption) {
                              "--profile NAME", "--start-timeout", "STARLING_PYTHON"}) {
     EXPECT_NE(help.find(option), std::string::npos) << option;
   }
+}
+
+// A killed Open MPI 5 mpirun's session directory: found where Open MPI looks, removed
+// with everything below it, and a link of that name is left alone with its target.
+TEST(SessionDir, StaleDirectoryOfThePidIsRemoved) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/starling-session-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const fs::path tmp = pattern;
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_value = saved ? saved : "";
+  setenv("TMPDIR", tmp.c_str(), 1);
+  EXPECT_EQ(SessionDirFor(4242), (tmp / "ompi.4242").string());
+
+  fs::create_directories(tmp / "ompi.4242" / "1" / "0");
+  std::ofstream(tmp / "ompi.4242" / "pmix.host.tool.4242") << "stale";
+  std::ofstream(tmp / "ompi.4242" / "1" / "0" / "file") << "stale";
+  EXPECT_TRUE(RemoveStaleSessionDir(SessionDirFor(4242)));
+  EXPECT_FALSE(fs::exists(tmp / "ompi.4242"));
+  EXPECT_TRUE(RemoveStaleSessionDir(SessionDirFor(4242)));  // nothing there: fine
+
+  fs::create_directories(tmp / "kept");
+  std::ofstream(tmp / "kept" / "file") << "keep";
+  fs::create_directory_symlink(tmp / "kept", tmp / "ompi.4343");
+  EXPECT_TRUE(RemoveStaleSessionDir(SessionDirFor(4343)));
+  EXPECT_TRUE(fs::exists(tmp / "kept" / "file"));
+
+  if (saved) {
+    setenv("TMPDIR", saved_value.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  fs::remove_all(tmp);
 }
 
 }  // namespace
