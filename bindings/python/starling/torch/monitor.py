@@ -56,7 +56,8 @@ class GradientMonitor:
         return new if old is None else self.alpha * old + (1.0 - self.alpha) * new
 
     def record(self, local_sq: float, average_sq: float, size: int) -> None:
-        """Updates the values from mean_i |g_i|^2 and |G|^2 of one monitored step."""
+        """Updates the values from one monitored step: local_sq, the ranks' mean squared
+        gradient norm, and average_sq, the squared norm of their average gradient."""
         self.monitored_steps += 1
         self.local_sq_norm, self.average_sq_norm = local_sq, average_sq
         self.variance = local_sq - average_sq
@@ -75,7 +76,11 @@ class GradientMonitor:
 
 
 def _sq_norm(grads: List[torch.Tensor]) -> float:
-    return float(sum(torch.sum(g.detach().to(torch.float64) ** 2).item() for g in grads))
+    """The squared L2 norm of all of grads together, accumulated in float64."""
+    if not grads:
+        return 0.0
+    norms = torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float64) for g in grads])
+    return float(torch.dot(norms, norms).item())
 
 
 def _grads(optimizer: Any) -> List[torch.Tensor]:
