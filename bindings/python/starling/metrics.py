@@ -30,12 +30,14 @@ _COUNTERS = (("operations", "Operations finished (successfully or not)"),
 _GAUGES = (("scratch_bytes", "Scratch memory the context holds now"),)
 
 _monitors: "weakref.WeakSet[Any]" = weakref.WeakSet()  # every GradientMonitor alive
+_monitors_lock = threading.Lock()  # (added to by the training thread, read by the server's)
 
 
 def register_monitor(monitor: Any) -> None:
     """Exports monitor's values (noise_scale, variance, monitored_steps, name) from every
     endpoint of this process."""
-    _monitors.add(monitor)
+    with _monitors_lock:
+        _monitors.add(monitor)
 
 
 def port_from_environment(local_rank: int) -> Optional[int]:
@@ -121,7 +123,8 @@ class MetricsServer:
                 family = gauge(f"starling_{key}", text, labels=["rank"])
                 family.add_metric([rank], float(stats[key]))
                 yield family
-        monitors = sorted(list(_monitors), key=lambda m: m.name)
+        with _monitors_lock:
+            monitors = sorted(list(_monitors), key=lambda m: m.name)
         if monitors:
             noise = gauge("starling_gradient_noise_scale", "Gradient noise scale B_simple (EMA-smoothed)",
                           labels=["rank", "monitor"])
