@@ -7,7 +7,6 @@ serve(context) does the same for a starling.Context. The text format comes from 
 prometheus_client package, imported only when an endpoint starts.
 """
 
-import http.server
 import os
 import threading
 import weakref
@@ -62,6 +61,7 @@ class MetricsServer:
     """One rank's endpoint: an HTTP server on a daemon thread; stop() ends it."""
 
     def __init__(self, context: Any, port: int, address: str = "") -> None:
+        import http.server  # (here: importing starling stays light)
         try:
             import prometheus_client
             from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
