@@ -51,9 +51,11 @@ struct Exchange::Frame {
   Ticket ticket;
   runtime::ScratchPool::Buffer buffer;   // header + inline payload
   runtime::ScratchPool::Buffer payload;  // a larger payload's follow-up messages
+  std::shared_ptr<runtime::ScratchPool::Buffer> trailer;  // FrameTrailerBytes after the payload
   Header header;
   const char* data = nullptr;
   Stream* payload_stream = nullptr;
+  Stream* trailer_stream = nullptr;
   bool header_done = false;
   bool done = false;
 };
@@ -106,6 +108,12 @@ int Exchange::RecvFrame(int peer) {
 
 const Header& Exchange::header(int frame) const { return frames_.at(static_cast<size_t>(frame))->header; }
 const char* Exchange::payload(int frame) const { return frames_.at(static_cast<size_t>(frame))->data; }
+
+std::shared_ptr<runtime::ScratchPool::Buffer> Exchange::TakeFrameTrailer(int frame) {
+  Frame& f = *frames_.at(static_cast<size_t>(frame));
+  STARLING_CHECK(f.done, Code::kInternal, "TakeFrameTrailer on an unfinished frame");
+  return f.trailer;
+}
 
 std::shared_ptr<runtime::ScratchPool::Buffer> Exchange::TakeFrameStorage(int frame) {
   Frame& f = *frames_.at(static_cast<size_t>(frame));
@@ -195,12 +203,8 @@ bool Exchange::ProgressStream(Stream& s) {
 
 bool Exchange::ProgressFrame(Frame& f) {
   if (f.header_done) {
-    if (f.payload_stream != nullptr && f.payload_stream->done) {
-      f.done = true;
-      --active_;
-      return true;
-    }
-    return false;
+    if (f.payload_stream != nullptr && !f.payload_stream->done) return false;
+    return FinishFrame(f);
   }
   Completion completion;
   if (!transport_.Test(f.ticket, &completion)) return false;
@@ -211,13 +215,28 @@ bool Exchange::ProgressFrame(Frame& f) {
   const Header& h = f.header;
   if (h.flags & kFlagPayloadInline) {
     f.data = f.buffer.data() + sizeof(Header);
-    f.done = true;
-    --active_;
+    FinishFrame(f);
     return true;
   }
   f.payload = context_.scratch().Get(h.payload_bytes);
   f.data = f.payload.data();
   f.payload_stream = &AddStream(false, f.peer, nullptr, f.payload.data(), h.payload_bytes, h.chunk, nullptr);
+  return true;
+}
+
+// The payload is in. A trailer is received next (never beside the payload: the
+// receives of two streams from one peer must be posted in the order of the sends), by
+// every receiver, also one that expected another operation (see Header).
+bool Exchange::FinishFrame(Frame& f) {
+  const uint64_t trailer = FrameTrailerBytes(f.header);
+  if (trailer > 0 && f.trailer_stream == nullptr) {
+    f.trailer = std::make_shared<runtime::ScratchPool::Buffer>(context_.scratch().Get(trailer));
+    f.trailer_stream = &AddStream(false, f.peer, nullptr, f.trailer->data(), trailer, WholeMessageChunk(trailer), nullptr);
+    return true;
+  }
+  if (f.trailer_stream != nullptr && !f.trailer_stream->done) return false;
+  f.done = true;
+  --active_;
   return true;
 }
 
@@ -340,7 +359,7 @@ bool Exchange::Abandon() {
         // Frame payloads and rotating slots are scratch; RecvRaw targets are the caller's.
         bool scratch = s->dst == nullptr;
         for (const auto& f : frames_)
-          if (f->payload_stream == s.get()) scratch = true;
+          if (f->payload_stream == s.get() || f->trailer_stream == s.get()) scratch = true;
         (scratch ? scratch_pending : user_pending) = true;
       }
     }

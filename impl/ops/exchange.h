@@ -39,6 +39,8 @@ class Exchange {
   // Moves a completed frame's storage out, so its payload (whose pointer stays valid)
   // can outlive this Exchange.
   std::shared_ptr<runtime::ScratchPool::Buffer> TakeFrameStorage(int frame);
+  // A completed frame's trailer (FrameTrailerBytes of its header; null if none).
+  std::shared_ptr<runtime::ScratchPool::Buffer> TakeFrameTrailer(int frame);
 
   // --- raw streams whose size both sides already agreed on ---
   // chunk: split into messages of at most this size (0: STARLING_CHUNK_BYTES); the
@@ -69,6 +71,7 @@ class Exchange {
 
   bool Progress();
   bool ProgressFrame(Frame& frame);
+  bool FinishFrame(Frame& frame);
   bool ProgressStream(Stream& stream);
   void PostChunks(Stream& stream);
   Stream& AddStream(bool is_send, int peer, const char* src, char* dst, size_t bytes, size_t chunk,

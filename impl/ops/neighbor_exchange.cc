@@ -10,7 +10,7 @@ namespace {
 // Small frames carry table and data in one message. Otherwise the table travels
 // alone and the data follows as ONE message: a single segment straight from the
 // caller's tensor, several (a fused group) packed together.
-void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& outgoing,
+void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<Outgoing>& outgoing,
           std::vector<std::vector<char>>& keep) {
   const size_t table_bytes = outgoing.size() * sizeof(SegmentInfo);
   size_t data_bytes = 0;
@@ -29,8 +29,11 @@ void Send(Exchange& ex, int peer, double weight, const std::vector<Outgoing>& ou
     }
   }
   Header header;
-  header.sender = -1;
-  header.sig.kind = OpKind::kNeighborAllreduce;  // marks a neighbor frame
+  header.sender = sender;
+  header.sig.kind = OpKind::kNeighborFrame;
+  header.sig.seq = outgoing[0].info.seq;  // the first operation, for the message of a
+  header.sig.dtype = outgoing[0].info.dtype;  // classic collective's agreement that gets it
+  header.sig.extra = static_cast<uint8_t>(outgoing[0].info.kind);
   header.sig.count = static_cast<int64_t>(outgoing.size());
   header.sig.chunk = static_cast<uint32_t>(WholeMessageChunk(data_bytes));
   header.payload_bytes = payload.size();
@@ -95,7 +98,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());
   for (size_t d = 0; d < destinations.size(); ++d)
-    Send(sends, destinations[d], destination_weights[d], outgoing, keep);
+    Send(sends, context.rank(), destinations[d], destination_weights[d], outgoing, keep);
 
   std::vector<std::vector<Segment>> result(sources.size());
   while (!TakeFromMailbox(mailbox, sources, seqs, result, what)) {
@@ -111,15 +114,12 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
       const Header& h = ex.header(frames[s]);
       NeighborTable table;
       const std::string problem = ParseNeighborTable(h, ex.payload(frames[s]), &table);
-      STARLING_CHECK(problem.empty(), Code::kMismatch, what(), ": rank ", sources[s], " ", problem);
-      // The data lives in the frame (packed) or in one raw message that follows it.
-      std::shared_ptr<runtime::ScratchPool::Buffer> storage = ex.TakeFrameStorage(frames[s]);
-      const char* cursor = ex.payload(frames[s]) + table.table_bytes;
-      if (!table.packed) {
-        storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(h.aux));
-        ex.RecvRaw(sources[s], storage->data(), h.aux, nullptr, h.sig.chunk);
-        cursor = storage->data();
-      }
+      STARLING_CHECK(problem.empty(), Code::kMismatch, what(), ": rank ", sources[s], " ", problem,
+                     "; this rank called ", DescribeSegment(outgoing[0].info));
+      // The data lives in the frame (packed) or in its trailer.
+      std::shared_ptr<runtime::ScratchPool::Buffer> storage =
+          table.packed ? ex.TakeFrameStorage(frames[s]) : ex.TakeFrameTrailer(frames[s]);
+      const char* cursor = table.packed ? ex.payload(frames[s]) + table.table_bytes : storage->data();
       for (const SegmentInfo& info : table.entries) {
         Segment segment;
         segment.info = info;
@@ -129,7 +129,6 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
         arrived[s].push_back(std::move(segment));
       }
     }
-    ex.Wait();  // raw data of the segments
     for (size_t s = 0; s < sources.size(); ++s)
       for (Segment& segment : arrived[s]) mailbox.from(sources[s]).push_back(std::move(segment));
   }

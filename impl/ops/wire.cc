@@ -33,6 +33,7 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kReduceScatter: return "reduce_scatter";
     case OpKind::kAlltoall: return "alltoall";
     case OpKind::kContextSplit: return "context_split";
+    case OpKind::kNeighborFrame: return "neighbor data";
   }
   return "unknown";
 }
@@ -46,6 +47,13 @@ std::string DescribeSignature(const Signature& sig) {
   if (sig.kind == OpKind::kSetTopology)
     return Str(sig.extra ? "set_machine_topology" : "set_topology", " #", sig.seq, " (graph fingerprint ", std::hex,
                sig.count, std::dec, ")");
+  if (sig.kind == OpKind::kNeighborFrame) {  // name the neighbor operation(s) it carries
+    const auto first = static_cast<OpKind>(sig.extra);
+    std::string s = Str(OpKindName(first), " #", sig.seq, " (");
+    if (sig.dtype < kNumDTypes) s += Str(DTypeName(static_cast<DType>(sig.dtype)), ", ");
+    if (sig.count > 1) s += Str("fused with ", sig.count - 1, " more, ");
+    return s + "neighbor data)";
+  }
   std::string s = Str(OpKindName(sig.kind), " #", sig.seq, " (");
   if (sig.kind == OpKind::kAllreduce || sig.kind == OpKind::kLocalAllreduce || sig.kind == OpKind::kNcclAllreduce ||
       sig.kind == OpKind::kCompressedAllreduce)
@@ -69,6 +77,8 @@ std::string ValidateFrameHeader(const void* message, size_t length, Header* head
   const Header& h = *header;
   if (h.magic != kHeaderMagic) return "a message that is not a Starling header";
   if (h.flags & ~(kFlagPoisoned | kFlagPayloadInline)) return Str("a header with unknown flags 0x", std::hex, h.flags);
+  if (FrameTrailerBytes(h) > kMaxFramePayload)
+    return Str("a malformed header (a trailer of ", FrameTrailerBytes(h), " bytes)");
   const size_t inline_bytes = length - sizeof(Header);
   if (h.flags & kFlagPayloadInline) {
     if (h.payload_bytes != inline_bytes)
@@ -81,8 +91,10 @@ std::string ValidateFrameHeader(const void* message, size_t length, Header* head
   return "";
 }
 
+uint64_t FrameTrailerBytes(const Header& h) { return h.sig.kind == OpKind::kNeighborFrame ? h.aux : 0; }
+
 std::string ParseNeighborTable(const Header& h, const char* payload, NeighborTable* table) {
-  if (h.sig.kind != OpKind::kNeighborAllreduce)
+  if (h.sig.kind != OpKind::kNeighborFrame)
     return Str("sent ", DescribeSignature(h.sig),
                " where this rank expected neighbor data; ranks are calling different operations");
   uint64_t table_bytes = 0;

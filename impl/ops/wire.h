@@ -40,6 +40,8 @@ enum class OpKind : uint8_t {
   kReduceScatter,         // root = a hash of the block counts
   kAlltoall,              // extra = 1 with per-rank counts
   kContextSplit,
+  kNeighborFrame,         // marks a neighbor frame (neighbor_exchange.h): seq, dtype and
+                          // extra (the OpKind) of its first segment, count = its segments
 };
 const char* OpKindName(OpKind kind);
 
@@ -77,6 +79,11 @@ inline size_t WholeMessageChunk(size_t bytes) {
 // Largest payload a header may announce.
 constexpr uint64_t kMaxFramePayload = uint64_t{1} << 40;
 
+// Everything a frame's sender puts on the wire is announced by its header, so a
+// receiver that expected another operation still takes all of it and leaves nothing
+// behind for the next operation: the header, its payload (inline or in chunks of
+// `chunk`), then, for a neighbor frame with aux > 0, a trailer of aux bytes in
+// messages of WholeMessageChunk(aux) bytes (FrameTrailerBytes).
 struct Header {
   uint32_t magic = kHeaderMagic;
   uint32_t flags = 0;
@@ -96,6 +103,9 @@ struct Header {
 // else what is wrong ("a 12-byte message where a header was expected"). Pure, so the
 // fuzzer (tests/fuzz) drives it directly.
 std::string ValidateFrameHeader(const void* message, size_t length, Header* header);
+// Bytes that follow a (validated) frame after its payload: a neighbor frame's data sent
+// apart from its table.
+uint64_t FrameTrailerBytes(const Header& header);
 
 // Tracks whether this rank has seen (directly or through poisoned headers) a
 // disagreement in the current operation.
@@ -133,9 +143,9 @@ struct SegmentInfo {
   uint8_t reserved[2] = {};
 };
 
-// A neighbor frame: header.sig.count table entries at the start of its payload, then
-// their data, packed in the payload (header.aux == 0) or following as one message of
-// header.aux bytes in header.sig.chunk chunks.
+// A neighbor frame (header.sig.kind == kNeighborFrame): header.sig.count table entries
+// at the start of its payload, then their data, packed in the payload (header.aux == 0)
+// or following as the frame's trailer of header.aux bytes.
 struct NeighborTable {
   std::vector<SegmentInfo> entries;
   bool packed = true;

@@ -92,7 +92,7 @@ void WireSeeds() {
   // neighbor frame: two segments packed after their table, and one whose data follows.
   Header neighbor;
   neighbor.flags = kFlagPayloadInline;
-  neighbor.sig.kind = OpKind::kNeighborAllreduce;
+  neighbor.sig.kind = OpKind::kNeighborFrame;
   neighbor.sig.count = 2;
   neighbor.sig.chunk = 1;
   SegmentInfo a, b;

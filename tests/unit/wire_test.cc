@@ -73,9 +73,25 @@ TEST(Wire, RejectsPayloadSizesThatDisagreeOrOverflow) {
   EXPECT_TRUE(Has(Validate(Message(h, 4), sizeof(Header) + 4), "4 unexpected bytes"));
 }
 
+// A neighbor frame's trailer is part of the frame: every receiver takes it, so its
+// size is checked with the header.
+TEST(Wire, NeighborFrameTrailers) {
+  Header h;
+  h.chunk = 1;
+  h.sig.kind = OpKind::kNeighborFrame;
+  h.aux = 4096;
+  EXPECT_EQ(Validate(Message(h), sizeof(Header)), "");
+  EXPECT_EQ(FrameTrailerBytes(h), 4096u);
+  h.aux = kMaxFramePayload + 1;
+  EXPECT_TRUE(Has(Validate(Message(h), sizeof(Header)), "a trailer of 1099511627777 bytes"));
+  h.sig.kind = OpKind::kBroadcast;  // aux is the op's own field elsewhere
+  EXPECT_EQ(FrameTrailerBytes(h), 0u);
+  EXPECT_EQ(Validate(Message(h), sizeof(Header)), "");
+}
+
 Header NeighborHeader(int64_t count, uint64_t payload_bytes, uint64_t aux = 0) {
   Header h;
-  h.sig.kind = OpKind::kNeighborAllreduce;
+  h.sig.kind = OpKind::kNeighborFrame;
   h.sig.count = count;
   h.sig.chunk = 1 << 20;
   h.payload_bytes = payload_bytes;

@@ -24,8 +24,9 @@
  * - Collective calls (marked "Collective") must be made by every rank of the context,
  *   in the same order. When ranks disagree on a classic collective (different
  *   operation, dtype, element count or root), every rank fails with
- *   STARLING_ERR_MISMATCH naming the ranks; neighbor operations fail on the ranks that
- *   receive mismatching data. Never silent corruption. A rank that never makes the
+ *   STARLING_ERR_MISMATCH naming the ranks and both calls, and the context stays
+ *   usable; neighbor operations fail on the ranks that receive mismatching data.
+ *   Never silent corruption. A rank that never makes the
  *   call at all is reported by a stall warning and, with STARLING_TIMEOUT_SECONDS, an
  *   error.
  * - Argument checks happen on the calling thread before anything is queued: a call
