@@ -174,6 +174,31 @@ def test_gradient_tape_and_optimizers_step():
     np.testing.assert_allclose(after_legacy, w1, rtol=0, atol=1e-5)
 
 
+def test_keras_callbacks_broadcast_then_average():
+    """One SGD step of a linear Keras model on each rank's data, started from rank 0's
+    weights and averaged by ModelAveraging: w0 - lr * (average of the ranks' gradients)."""
+    import keras
+    import starling.keras as sk
+    a, b = _least_squares(RANK)
+    w0 = np.array([[0.5], [-0.25], [1.0]], dtype=np.float32)
+    keras.utils.set_random_seed(RANK)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    if RANK == 0:
+        model.set_weights([w0, np.array([0.125], np.float32)])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss="mse")
+    model.fit(a, b, batch_size=len(a), epochs=1, verbose=0,
+              callbacks=[sk.BroadcastInitialVariables(0), sk.ModelAveraging()])
+    kernel, bias = (np.asarray(w, np.float64) for w in model.get_weights())
+    grads_w, grads_b = [], []
+    for r in range(SIZE):
+        ar, br = (m.astype(np.float64) for m in _least_squares(r))
+        residual = ar @ w0.astype(np.float64) + 0.125 - br
+        grads_w.append(2.0 / len(ar) * ar.T @ residual)
+        grads_b.append(2.0 / len(ar) * residual.sum(axis=0))
+    np.testing.assert_allclose(kernel, w0 - 0.1 * sum(grads_w) / SIZE, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(bias, 0.125 - 0.1 * sum(grads_b) / SIZE, rtol=0, atol=1e-5)
+
+
 def test_bad_input_is_a_clear_error():
     with pytest.raises(starling.UnsupportedError, match="dtype string"):
         bf.allreduce(tf.constant(["a", "b"]))  # TensorFlow's own to_dlpack would abort the process
