@@ -3,7 +3,7 @@
 same process, in alternating batches, so both see the same load. Also the same
 TensorFlow call inside tf.function (one tf.py_function op per call).
 
-    mpirun -np 2 python examples/benchmarks/tensorflow_bench.py [--sizes 4,4194304] [--rounds 15]
+    mpirun -np 2 python examples/benchmarks/tensorflow_bench.py [--sizes 4,4194304] [--rounds 15] [--tf-threads N]
 
 Needs TensorFlow and PyTorch in one environment (tests/modern/run.sh's venv has both).
 Prints the median microseconds per call over the rounds (rank 0).
@@ -34,7 +34,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="4,4194304", help="float32 elements per tensor, comma-separated")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--tf-threads", type=int, default=0,
+                        help="TensorFlow's intra- and inter-op thread pools (0: TensorFlow's default)")
     args = parser.parse_args()
+    if args.tf_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.tf_threads)
     sto.init()
     stf.init()
     graph_allreduce = tf.function(stf.allreduce)
