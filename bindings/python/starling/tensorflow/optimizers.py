@@ -82,14 +82,15 @@ def _keras_optimizer_class() -> Optional[type]:
 
 
 def _distributed_keras(optimizer: Any) -> Any:
-    """The same Keras 3 optimizer (class, configuration) whose apply() and
-    apply_gradients() average the gradients first."""
+    """The same Keras 3 optimizer (class, configuration; wrap it before training, its
+    state is not carried over) whose apply() and apply_gradients() average the
+    gradients first."""
     base = type(optimizer)
 
     def apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
         return base.apply(self, _average(list(grads)), trainable_variables)
 
-    cls = type(base.__name__, (base,), {"apply": apply, "_starling_distributed": True})
+    cls = type(base.__name__, (base,), {"apply": apply})
     return cls.from_config(optimizer.get_config())
 
 
