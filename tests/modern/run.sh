@@ -29,7 +29,8 @@ cache=${STARLING_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/starling/wheels}
 build=$root/build-modern
 venv=$build/venv
 # The current releases (the cache keeps what it has; pip fills what it lacks).
-# tensorflow-cpu and keras: ~320 MB more to download, ~30 s more to install (docs/tensorflow.md).
+# tensorflow-cpu and keras: 320 MB more to download (22 s here), 42 s more to install
+# (128 s against 86 s for the rest, measured on the 2-core machine; docs/tutorials/tensorflow.md).
 packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" "tensorflow-cpu>=2.18" "keras>=3" pytest networkx
           scikit-learn matplotlib tqdm mpi4py)
 if [ ! -x "$ompi/bin/mpicxx" ]; then
