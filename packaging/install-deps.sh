@@ -11,6 +11,7 @@ PACKAGES=(
   libdlpack-dev libgtest-dev googletest libbenchmark-dev
   swig python3-dev python3-numpy python3-pytest python3-torch python3-mpi4py
   python3-networkx python3-sklearn python3-matplotlib python3-tqdm
+  python3-prometheus-client  # starling.metrics' endpoint (optional for users; its tests need it)
   python3-setuptools python3-wheel python3-pip python3-venv
   default-jdk-headless junit4 libhamcrest-java
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes

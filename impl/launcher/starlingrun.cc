@@ -26,6 +26,7 @@
 #include "impl/launcher/command.h"
 #include "impl/launcher/rank_watch.h"
 #include "impl/launcher/session_dir.h"
+#include "impl/launcher/teardown_watch.h"
 
 namespace starling::launcher {
 namespace {
@@ -34,6 +35,9 @@ using Clock = std::chrono::steady_clock;
 
 // How long mpirun gets to stop its ranks after SIGTERM or a forwarded signal.
 constexpr std::chrono::seconds kGrace{5};
+// How long mpirun may outlive every process it started before it counts as hung in its
+// own teardown (teardown_watch.h). A healthy mpirun exits well within a second.
+constexpr std::chrono::seconds kTeardownGrace{5};
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "starlingrun: %s\nsee starlingrun --help\n", message.c_str());
@@ -139,6 +143,9 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
 
   int wait_status = 0;
   RankWatch watch(child, num_proc, marks);
+  TeardownWatch teardown(child);
+  bool teardown_hung = false;
+  Clock::time_point next_teardown_check = Clock::now();
   for (;;) {
     pid_t done = waitpid(child, &wait_status, WNOHANG);
     if (done == child) break;
@@ -152,6 +159,18 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
     }
 
     Clock::time_point now = Clock::now();
+    if (!stopping && now >= next_teardown_check) {
+      next_teardown_check = now + std::chrono::milliseconds(500);
+      if (teardown.Stuck(kTeardownGrace)) {
+        std::fprintf(stderr,
+                     "starlingrun: every rank ended %lld s ago but mpirun has not exited (Open MPI's "
+                     "launcher can hang in its own teardown); stopping it\n",
+                     static_cast<long long>(kTeardownGrace.count()));
+        teardown_hung = true;
+        stopping = true;
+        kill_all();
+      }
+    }
     if (has_deadline && !stopping && now >= deadline) {
       std::fprintf(stderr, "starlingrun: timeout: still running after %g s; stopping all ranks\n",
                    timeout_seconds);
@@ -164,7 +183,7 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
 
     // Sleep until a signal or the next deadline (at most 1 s, as a safety net).
     // Watching ranks: often enough to see a dead rank's exit status before mpirun reaps it.
-    Clock::duration nap = watch_ranks ? Clock::duration(std::chrono::milliseconds(5)) : std::chrono::seconds(1);
+    Clock::duration nap = watch_ranks ? Clock::duration(std::chrono::milliseconds(5)) : std::chrono::milliseconds(500);
     if (has_deadline && !stopping) nap = std::min(nap, deadline - now);
     if (stopping && !killed) nap = std::min(nap, kill_at - now);
     nap = std::max(nap, Clock::duration::zero());
@@ -186,6 +205,14 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
   // remains, the kernel does not hand the group's id to another process.
   if (stopping) killpg(child, SIGKILL);
 
+  if (teardown_hung) {
+    // mpirun's status is lost: the ranks' first failure seen, else 1 (not success:
+    // a rank that failed may have been reaped unseen).
+    const int status = teardown.failure_status() != 0 ? teardown.failure_status() : 1;
+    std::fprintf(stderr, "starlingrun: exit status %d (%s)\n", status,
+                 teardown.failure_status() != 0 ? "a rank's" : "mpirun's own status is lost");
+    return status;
+  }
   if (stopping) return stop_status;
   if (watch_ranks) {
     for (const std::string& line : watch.Finish()) std::fprintf(stderr, "starlingrun: %s\n", line.c_str());

@@ -159,6 +159,35 @@ else
   check "--fault-tolerant is refused on Open MPI ${MPI_MAJOR:-?} with a clear message (got $rc)" refused
 fi
 
+# ---- mpirun that hangs in its own teardown ------------------------------------------
+# Open MPI 4.1's mpirun deadlocks now and then after every rank has ended
+# (impl/launcher/teardown_watch.h). A stand-in mpirun starts two "ranks" (one exits 3),
+# leaves them as zombies and hangs: starlingrun stops it and exits with the rank's 3.
+cat > "$WORK/hung_mpirun.py" <<'PY'
+import subprocess, sys, time
+if "--version" in sys.argv:
+    print("mpirun (Open MPI) 4.1.4")
+    sys.exit(0)
+ranks = [subprocess.Popen(["sh", "-c", "exit 3"]), subprocess.Popen(["sh", "-c", "exit 0"])]
+time.sleep(float(__import__("os").environ.get("HANG", "300")))  # never reaps its ranks
+sys.exit(0)
+PY
+printf '#!/bin/sh\nexec python3 %s "$@"\n' "$WORK/hung_mpirun.py" > "$WORK/hung_mpirun"
+chmod +x "$WORK/hung_mpirun"
+start=$(date +%s.%N)
+rc=0
+STARLING_MPIRUN=$WORK/hung_mpirun timeout -s KILL "$LIMIT" "$RUN" -np 2 -- true >"$WORK/out" 2>"$WORK/err" || rc=$?
+took=$(echo "$(date +%s.%N) - $start" | bc)
+check "a hung mpirun is stopped: exit status 3 from the failed rank (got $rc)" test "$rc" -eq 3
+check "a hung mpirun is stopped 5-8 s after its ranks ended (took $took s)" \
+  awk -v t="$took" 'BEGIN { exit !(t >= 5 && t < 8) }'
+check "starlingrun says why it stopped mpirun" grep -q "mpirun has not exited" "$WORK/err"
+# A slow but healthy teardown (2 s) is left alone.
+rc=0
+HANG=2 STARLING_MPIRUN=$WORK/hung_mpirun timeout -s KILL "$LIMIT" "$RUN" -np 2 -- true >"$WORK/out" 2>"$WORK/err" || rc=$?
+check "a teardown of 2 s is not cut short: mpirun's status 0 (got $rc)" test "$rc" -eq 0
+check "and nothing is said about it" bash -c "! grep -q 'mpirun has not exited' '$WORK/err'"
+
 # ---- environment ----------------------------------------------------------------
 rc=0
 STARLING_FOO="hello $$" timeout -s KILL "$LIMIT" "$RUN" -np 2 -- sh -c 'echo "foo=$STARLING_FOO"' \

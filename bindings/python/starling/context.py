@@ -142,6 +142,9 @@ class Context:
         self._closed = True
         if self in _open_contexts:
             _open_contexts.remove(self)
+        if "_metrics_servers" in self.__dict__:  # starling.metrics.serve() started some
+            from . import metrics
+            metrics.stop(self)
         try:
             _core.context_destroy(self._handle)
         finally:
@@ -161,6 +164,9 @@ class Context:
         self._closed = True
         if self in _open_contexts:
             _open_contexts.remove(self)
+        if "_metrics_servers" in self.__dict__:  # starling.metrics.serve() started some
+            from . import metrics
+            metrics.stop(self)
         _core.context_abandon(self._handle, str(reason))
         for window in list(self._windows.values()):
             window.free()  # local now: releases the handle

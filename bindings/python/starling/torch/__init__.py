@@ -30,6 +30,7 @@ from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_
 from . import horovod
 from .horovod import *  # noqa: F401,F403,E402
 from .horovod_optimizer import DistributedOptimizer
+from .monitor import GradientMonitor, monitor_gradients
 
 __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + list(
     compressed_optimizers.__all__) + [
@@ -39,4 +40,5 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
     "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
     "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
-] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer"]
+] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer",
+                                                                      "GradientMonitor", "monitor_gradients"]

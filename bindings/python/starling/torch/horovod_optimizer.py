@@ -74,11 +74,11 @@ class _DistributedOptimizer:
         if not self._hvd_skip and not self._hvd_synchronized:
             self.synchronize()
         self._hvd_synchronized = False
-        return super(self.__class__, self).step(closure)
+        return self._hvd_base.step(self, closure)
 
     def zero_grad(self, *args: Any, **kwargs: Any) -> None:
         self._hvd_synchronized = False
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        return self._hvd_base.zero_grad(self, *args, **kwargs)
 
 
 def DistributedOptimizer(optimizer: torch.optim.Optimizer, named_parameters: Any = None,  # noqa: N802
@@ -96,8 +96,11 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer, named_parameters: Any
         H._op(op, None)  # raises: Adasum is not available
     if any(p.is_sparse for group in optimizer.param_groups for p in group["params"]) and not sparse_as_dense:
         raise ValueError("sparse parameters: pass sparse_as_dense=True (Starling reduces dense tensors)")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), {
-        k: v for k, v in _DistributedOptimizer.__dict__.items() if not k.startswith("__")})
+    # _hvd_base, not super(self.__class__, ...): the class may be subclassed again
+    # (starling.torch.monitor_gradients), where that would recurse.
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(
+        {k: v for k, v in _DistributedOptimizer.__dict__.items() if not k.startswith("__")},
+        _hvd_base=optimizer.__class__))
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)  # the same param_groups, state, defaults and hooks
     wrapped._hvd_setup(named_parameters, compression, backward_passes_per_step, op, gradient_predivide_factor,

@@ -18,6 +18,7 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from .. import _core
 from .. import _logging
+from .. import metrics as _metrics
 from .. import context as _context_module
 from .. import topology_util
 from ..compression import Compression, as_args as _compression_args
@@ -106,10 +107,12 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
     Later calls are local and do nothing, as Horovod's init() (programs and test suites
     call it again and again, not the same number of times on every rank), except
     init(topology_fn) with a topology, which sets that topology again: collective, as in
-    BlueFog (every rank calls it)."""
+    BlueFog (every rank calls it). STARLING_METRICS_PORT=P: each rank serves its
+    counters as Prometheus text on port P + local_rank() (starling.metrics)."""
     if S.context is not None and topology_fn is None:
         return
-    if S.context is None:
+    first = S.context is None
+    if first:
         if S.shut_down:
             raise S.unavailable()
         S.context = Context()
@@ -122,9 +125,13 @@ def init(topology_fn: Optional[Callable[[int], nx.DiGraph]] = None, is_weighted:
         # Started by grow(): the job's topology is already installed (set_topology is
         # collective, and the running ranks are not calling it).
         _adopt_topology(S.context)
-        return
-    set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
-                 is_weighted)
+    else:
+        set_topology(topology_fn(size()) if topology_fn is not None else topology_util.ExponentialGraph(size()),
+                     is_weighted)
+    if first:
+        # Last, so that an error here (naming STARLING_METRICS_PORT) leaves Starling
+        # initialized and usable.
+        _metrics.serve(S.context)
 
 
 def is_initialized() -> bool:
