@@ -181,7 +181,7 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
       kill_all();
     }
 
-    // Sleep until a signal or the next deadline (at most 1 s, as a safety net).
+    // Sleep until a signal or the next deadline (at most 0.5 s: the teardown check).
     // Watching ranks: often enough to see a dead rank's exit status before mpirun reaps it.
     Clock::duration nap = watch_ranks ? Clock::duration(std::chrono::milliseconds(5)) : std::chrono::milliseconds(500);
     if (has_deadline && !stopping) nap = std::min(nap, deadline - now);
