@@ -8,27 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "impl/launcher/proc_stat.h"
 
 namespace starling::launcher {
 namespace {
-
-// /proc/PID/stat fields after "(comm)": state (3), ppid (4) ... exit_code (52).
-bool ReadStat(pid_t pid, char* state, pid_t* ppid, int* exit_code) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!in || !std::getline(in, text)) return false;
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream fields(text.substr(close + 1));
-  std::vector<std::string> f;
-  for (std::string w; fields >> w;) f.push_back(w);
-  if (f.size() < 3) return false;
-  *state = f[0].empty() ? '?' : f[0][0];
-  *ppid = static_cast<pid_t>(std::atol(f[1].c_str()));
-  *exit_code = f.size() >= 50 ? std::atoi(f[49].c_str()) : -1;  // field 52 is f[49]
-  return true;
-}
 
 int RankOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
@@ -65,11 +49,9 @@ void RankWatch::Scan() {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
-    char state = '?';
-    pid_t ppid = 0;
-    int exit_code = 0;
-    if (ReadStat(static_cast<pid_t>(pid), &state, &ppid, &exit_code) && state != 'Z')
-      parent_of[static_cast<pid_t>(pid)] = ppid;
+    ProcStat stat;
+    if (ReadProcStat(static_cast<pid_t>(pid), &stat) && stat.state != 'Z')
+      parent_of[static_cast<pid_t>(pid)] = stat.ppid;
   }
   closedir(dir);
   for (const auto& [pid, ppid] : parent_of) {
@@ -100,22 +82,18 @@ std::vector<std::string> RankWatch::Poll(std::chrono::steady_clock::duration set
   // by `settle`: ranks that finish normally end together.
   int alive = 0;
   for (auto& [pid, r] : ranks_) {
-    char state = '?';
-    pid_t ppid = 0;
-    int exit_code = 0;
-    if (!r.gone && ReadStat(pid, &state, &ppid, &exit_code) && state != 'Z') ++alive;
+    ProcStat stat;
+    if (!r.gone && ReadProcStat(pid, &stat) && stat.state != 'Z') ++alive;
   }
   for (auto& [pid, r] : ranks_) {
     if (r.reported) continue;
     if (!r.gone) {
-      char state = '?';
-      pid_t ppid = 0;
-      int exit_code = 0;
-      const bool exists = ReadStat(pid, &state, &ppid, &exit_code);
-      if (exists && state != 'Z') continue;
+      ProcStat stat;
+      const bool exists = ReadProcStat(pid, &stat);
+      if (exists && stat.state != 'Z') continue;
       r.gone = true;
       r.gone_at = now;
-      if (exists && exit_code >= 0) r.how = Describe(exit_code);
+      if (exists && stat.exit_code >= 0) r.how = Describe(stat.exit_code);
     }
     // A rank seen ending normally (status 0, or through exit() with a mark left) is not
     // a failure: mpirun has its status.

@@ -11,26 +11,13 @@ import tensorflow as tf
 
 import starling
 import starling.tensorflow as bf
+from conftest import values  # deterministic per-rank data, exact in every dtype
 
 bf.init()
 RANK, SIZE = bf.rank(), bf.size()
 
 DTYPES = ["float16", "float32", "float64", "int8", "int32", "int64", "uint8"]
 TOLERANCE = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-12}
-
-
-def values(rank, shape, dtype, salt=0):
-    """Deterministic per-rank data: multiples of 1/8 in [-4, 4) for floats (exact in
-    every float type), small integers otherwise (no overflow summed over 4 ranks)."""
-    n = int(np.prod(shape)) if shape else 1
-    h = (np.arange(n, dtype=np.int64) * 2654435761 + rank * 40503 + salt * 97) % 64
-    if dtype == "uint8":
-        v = (h % 50).astype(np.float64)
-    elif dtype.startswith("int"):
-        v = (h % 41 - 20).astype(np.float64)
-    else:
-        v = (h - 31) / 8.0
-    return v.reshape(shape)
 
 
 def tensor(rank, shape, dtype, salt=0):

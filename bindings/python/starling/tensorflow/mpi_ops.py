@@ -19,8 +19,9 @@ import tensorflow as tf
 from .. import _logging
 from .. import context as _context_module
 from .. import topology_util
-from ..context import Context, as_topology
-from ..errors import InvalidUsageError, MismatchError, UnsupportedError
+from .._graph_topology import set_graph_topology
+from ..context import Context
+from ..errors import InvalidUsageError, UnsupportedError
 
 logger = _logging.logger
 
@@ -126,21 +127,7 @@ def set_topology(topology: Optional[nx.DiGraph] = None, is_weighted: bool = Fals
     """Sets the graph neighbor operations use (None: the exponential-2 graph). Collective:
     every rank passes the same graph. Returns False, keeping the old topology, when the
     ranks passed different graphs."""
-    context = _ctx()
-    if topology is None:
-        topology = topology_util.ExponentialGraph(context.size)
-    if not isinstance(topology, nx.DiGraph):
-        raise TypeError("topology must be a networkx.DiGraph object.")
-    if topology.number_of_nodes() != context.size:
-        raise TypeError(f"topology must have size() = {context.size} nodes, got {topology.number_of_nodes()}.")
-    try:
-        context.set_topology(as_topology(topology), bool(is_weighted))
-    except (InvalidUsageError, MismatchError) as e:
-        logger.error("set_topology failed, the previous topology stays: %s", e)
-        return False
-    S.topology, S.is_weighted = topology, bool(is_weighted)
-    S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
-    return True
+    return set_graph_topology(_ctx(), S, topology, is_weighted)
 
 
 def load_topology() -> Optional[nx.DiGraph]:

@@ -22,8 +22,9 @@ from .. import metrics as _metrics
 from .. import context as _context_module
 from .. import topology_util
 from ..compression import Compression, as_args as _compression_args
+from .._graph_topology import set_graph_topology
 from ..context import Context, as_topology
-from ..errors import InvalidUsageError, MismatchError, UnsupportedError
+from ..errors import MismatchError, UnsupportedError
 from ..request import Request
 from . import _state as S
 
@@ -351,22 +352,7 @@ def set_topology(topology: Optional[nx.DiGraph] = None, is_weighted: bool = Fals
     """Sets the graph neighbor operations use (None: the exponential-2 graph). Collective
     in Starling: every rank must pass the same graph. Returns False, keeping the old
     topology, while windows exist or when ranks passed different graphs."""
-    context = S.require_context()
-    if topology is None:
-        topology = topology_util.ExponentialGraph(context._size)
-        logger.info("topology is not given: using the exponential-2 graph")
-    if not isinstance(topology, nx.DiGraph):
-        raise TypeError("topology must be a networkx.DiGraph object.")
-    if topology.number_of_nodes() != context._size:
-        raise TypeError(f"topology must have size() = {context._size} nodes, got {topology.number_of_nodes()}.")
-    try:
-        context.set_topology(as_topology(topology), bool(is_weighted))
-    except (InvalidUsageError, MismatchError) as e:
-        logger.error("set_topology failed, the previous topology stays: %s", e)
-        return False
-    S.topology, S.is_weighted = topology, bool(is_weighted)
-    S.in_ranks, S.out_ranks = context.in_neighbors, context.out_neighbors
-    return True
+    return set_graph_topology(S.require_context(), S, topology, is_weighted)
 
 
 def set_machine_topology(topology: Optional[nx.DiGraph], is_weighted: bool = False) -> bool:
