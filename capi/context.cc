@@ -8,6 +8,7 @@
 #include "impl/device/caller_stream.h"
 #include "impl/device/gpu_state.h"
 #include "impl/ops/collectives.h"
+#include "impl/transport/shm/summaries.h"
 
 namespace starling::capi {
 
@@ -90,10 +91,12 @@ using namespace starling::capi;
 extern "C" {
 
 STARLING_API const char* starling_config_string(void) {
-  // The device line is computed once too: the text must stay valid (static) and the
-  // plugin is loaded by the first CUDA tensor, never by this call.
-  static const std::string text = DescribeConfig([](const char* name) { return std::getenv(name); }) +
-                                  "device plugin: " + device::StatusLine() + "\n";
+  // The table and the device line are computed once (the plugin is loaded by the first
+  // CUDA tensor, never by this call); the contexts' shared-memory lines on each call.
+  static const std::string table = DescribeConfig([](const char* name) { return std::getenv(name); }) +
+                                   "device plugin: " + device::StatusLine() + "\n";
+  static thread_local std::string text;
+  text = table + transport::shm::SummaryLines();
   return text.c_str();
 }
 

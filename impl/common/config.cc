@@ -46,6 +46,8 @@ const std::vector<ConfigVar> kTable = {
      "bytes: the staged path copies large CUDA tensors in chunks of this size, so copies overlap communication"},
     {"STARLING_GPU_SCRATCH_BYTES", nullptr, "67108864",
      "bytes: the most device memory the NCCL path uses as scratch per operation (float16/bfloat16/int16 allreduce, floating MIN/MAX, neighbor_allreduce work in chunks that fit it) and keeps pooled per context"},
+    {"STARLING_SHM", nullptr, "1",
+     "1: when a context is created, ranks on one host check (with a real shared-memory segment, once per pair) that they can share memory, and starling_config_string reports the outcome per pair and why (operations still move data through MPI so far); 0: no probe (reported as off)"},
     {"STARLING_DEVICE_PLUGIN", nullptr, "",
      "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
@@ -121,6 +123,11 @@ Config ParseConfig(const EnvLookup& lookup) {
       config.heartbeat_seconds = ParseNumber(used, value, 0);
       STARLING_CHECK_ARG(config.heartbeat_seconds == 0 || config.heartbeat_seconds >= 0.05, used, "='", value,
                          "' is below 0.05 (seconds; 0 turns the heartbeat off)");
+    }
+    else if (name == "STARLING_SHM") {
+      const std::string v = value;
+      STARLING_CHECK_ARG(v == "0" || v == "1", used, "='", value, "' is not 0 or 1");
+      config.shm = v == "1";
     }
     else if (name == "STARLING_GPU_PATH") {
       const std::string v = value;

@@ -29,6 +29,7 @@ struct Config {
   std::string gpu_path = "auto";        // auto, staged or nccl
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
   size_t gpu_scratch_bytes = 64u << 20; // NCCL-path device scratch per operation (and pooled) at most
+  bool shm = true;                      // probe shared memory between same-host ranks at creation
 };
 
 struct ConfigVar {

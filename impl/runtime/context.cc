@@ -3,6 +3,7 @@
 #include "impl/common/exit_mark.h"
 #include "impl/common/logging.h"
 #include "impl/common/quarantine.h"
+#include "impl/transport/shm/summaries.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -59,6 +60,9 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     }
     context->WireTransport();
     SetLogRank(context->rank_);
+    // A newcomer of a grow: the members do not probe (see Grow), so neither does it.
+    if (context->joined_) context->ForgetSharedMemory("starling_context_grow");
+    else context->ProbeSharedMemory();
     // BlueFog's default: the unweighted exponential-2 graph (a newcomer: the grown one).
     auto initial = std::make_shared<TopologyState>();
     initial->graph = std::make_shared<const topology::Graph>(topology::Exponential(context->size_, 2));
@@ -79,6 +83,8 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
       context->WithdrawNoticeReceive();
     }
     context->transport_.reset();
+    if (context->shm_summary_ != 0) transport::shm::DropSummary(context->shm_summary_);
+    context->shm_summary_ = 0;
     context->holds_mpi_ = false;
     transport::MpiLifetime::Release();
     // Nothing is left for Destroy: without a transport it would wait for departure
@@ -108,6 +114,8 @@ void Context::Destroy() {
   std::lock_guard<std::mutex> lock(destroy_mutex_);
   if (destroyed_) return;
   destroyed_ = true;
+  if (shm_summary_ != 0) transport::shm::DropSummary(shm_summary_);
+  shm_summary_ = 0;
   if (!local_teardown() && config_.peer_check_seconds > 0) {
     // A rank that is gone by now has failed (a rank that finished normally waits in
     // MPI_Finalize for the others): tear down locally, and fail queued work at once.

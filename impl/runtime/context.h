@@ -24,6 +24,7 @@
 #include "impl/runtime/scratch.h"
 #include "impl/runtime/timeline.h"
 #include "impl/transport/mpi/mpi_transport.h"
+#include "impl/transport/shm/probe.h"
 
 namespace starling::runtime {
 
@@ -104,6 +105,9 @@ class Context {
   int size() const { return size_; }
   const transport::Layout& layout() const { return layout_; }
   const Config& config() const { return config_; }
+  // Which same-host peers can share memory, and why not (probed once at creation;
+  // unknown after a repair or grow). Operations do not use it yet.
+  const transport::shm::ProbeResult& shm() const { return shm_; }
   transport::Transport& transport() { return *transport_; }
   Engine& engine() { return *engine_; }
 
@@ -259,8 +263,14 @@ class Context {
   // In a process spawned by a grow: takes part in its collective half and returns the
   // grown communicator (the caller frees it) and the topology; else MPI_COMM_NULL.
   static MPI_Comm JoinGrow(std::shared_ptr<TopologyState>* topology);
+  // Collective (creation, after the layout): probes the same-host pairs (shm_probe.cc).
+  void ProbeSharedMemory();
+  // Repair and grow renumber the ranks: the probe's result no longer holds.
+  void ForgetSharedMemory(const std::string& why);
 
   Config config_;
+  transport::shm::ProbeResult shm_;
+  int shm_summary_ = 0;  // its line in starling_config_string (0: none)
   std::unique_ptr<transport::MpiTransport> transport_;
   std::unique_ptr<Engine> engine_;
   transport::Layout layout_;

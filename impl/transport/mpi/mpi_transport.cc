@@ -441,6 +441,13 @@ std::vector<int> MpiTransport::AllgatherInt(int value) {
   return all;
 }
 
+void MpiTransport::AllgatherBytes(const void* mine, size_t bytes, void* all) {
+  STARLING_CHECK(bytes <= static_cast<size_t>(INT32_MAX), Code::kInternal, "allgather of ", bytes, " bytes");
+  Check(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE,
+                      collective_comm_),
+        "MPI_Allgather");
+}
+
 int MpiTransport::Agree(int flag, bool* failed) {
   *failed = false;
 #if STARLING_HAVE_ULFM

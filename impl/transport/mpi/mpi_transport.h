@@ -108,6 +108,8 @@ class MpiTransport final : public Transport {
   void Barrier();
   // Collective, blocking: every rank's value, by rank.
   std::vector<int> AllgatherInt(int value);
+  // Collective, blocking: every rank's `bytes` bytes, by rank, into `all`.
+  void AllgatherBytes(const void* mine, size_t bytes, void* all);
   // Collective over the communicator (ULFM): the AND of every live rank's `flag`,
   // agreed even if ranks fail meanwhile (*failed set when one did).
   int Agree(int flag, bool* failed);

@@ -1,0 +1,81 @@
+#include "impl/transport/shm/futex.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <ctime>
+
+#include "impl/common/error.h"
+
+namespace starling::transport::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+uint32_t* Word(std::atomic<uint32_t>& word) { return reinterpret_cast<uint32_t*>(&word); }
+
+}  // namespace
+
+void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, double seconds) {
+  if (!(seconds > 0)) return;
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(seconds);
+  timeout.tv_nsec = static_cast<long>((seconds - std::floor(seconds)) * 1e9);
+  // EAGAIN (the word changed), EINTR and ETIMEDOUT all mean: look again.
+  syscall(SYS_futex, Word(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>& word) { syscall(SYS_futex, Word(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
+
+void Set(SharedCounter& counter, uint32_t value) {
+  counter.value.store(value, std::memory_order_seq_cst);  // release for the data written before
+  if (counter.sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(counter.value);
+}
+
+uint32_t WaitUntil(SharedCounter& counter, const std::function<bool(uint32_t)>& done, const WaitPolicy& policy,
+                   const std::function<void()>& check, const char* what) {
+  const Clock::time_point start = Clock::now();
+  uint32_t value = counter.value.load(std::memory_order_acquire);
+  if (done(value)) return value;
+  while (Since(start) < policy.spin_seconds) {
+    CpuRelax();
+    value = counter.value.load(std::memory_order_acquire);
+    if (done(value)) return value;
+  }
+  for (;;) {
+    if (check) check();
+    const double waited = Since(start);
+    double slice = policy.slice_seconds > 0 ? policy.slice_seconds : 0.01;
+    if (policy.timeout_seconds > 0) {
+      STARLING_CHECK(waited < policy.timeout_seconds, Code::kTimeout, "waited ", waited, " s for ", what,
+                     " in shared memory (limit ", policy.timeout_seconds, " s)");
+      slice = std::min(slice, policy.timeout_seconds - waited);
+    }
+    // Announce the sleep, then look once more: a Set() between the two is seen here,
+    // a later one sees the sleeper (both sides sequentially consistent).
+    counter.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    value = counter.value.load(std::memory_order_seq_cst);
+    if (!done(value)) FutexWait(counter.value, value, slice);
+    counter.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    value = counter.value.load(std::memory_order_acquire);
+    if (done(value)) return value;
+  }
+}
+
+}  // namespace starling::transport::shm
