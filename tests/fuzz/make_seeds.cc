@@ -11,6 +11,7 @@
 #include <starling/starling.h>
 
 #include "capi_recipe.h"
+#include "impl/transport/shm/mailbox.h"
 #include "impl/windows/protocol.h"
 #include "wire_recipe.h"
 
@@ -227,6 +228,27 @@ void WindowSeeds() {
   Write("window", "mutex", seed(mutex));
 }
 
+// ---- mailbox: a reader byte, then a formatted region with versions published.
+void MailboxSeeds() {
+  using starling::transport::shm::Mailbox;
+  using starling::transport::shm::WaitPolicy;
+  for (uint32_t readers : {1u, 3u}) {
+    for (uint32_t versions : {0u, 1u, 2u}) {
+      const size_t bytes = Mailbox::RegionBytes(readers, 64);
+      std::vector<char> region(bytes + 128, 0);
+      char* base = region.data() + (128 - reinterpret_cast<uintptr_t>(region.data()) % 128) % 128;
+      Mailbox box = Mailbox::Format(base, bytes, readers, 64);
+      for (uint32_t v = 1; v <= versions; ++v) {
+        std::memset(box.BeginWrite(WaitPolicy{}, nullptr), static_cast<int>(v), 64);
+        box.Publish(48 + v);
+      }
+      std::vector<char> seed(1, 1);
+      seed.insert(seed.end(), base, base + bytes);
+      Write("mailbox", "readers" + std::to_string(readers) + "_versions" + std::to_string(versions), seed);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,6 +260,7 @@ int main(int argc, char** argv) {
   WireSeeds();
   TensorSeeds();
   CapiSeeds();
+  MailboxSeeds();
   WindowSeeds();
   return 0;
 }
