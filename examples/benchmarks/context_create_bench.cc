@@ -1,6 +1,6 @@
 // Time to create (and destroy) a context, median of --reps, the slowest rank per
 // repetition: the cost of the shared-memory probe is the difference between runs with
-// STARLING_SHM=1 and STARLING_SHM=0 (docs/concepts/shared-memory.md).
+// STARLING_SHM=1 and STARLING_SHM=0 (docs/concepts/execution-model.md, "Ranks on one host").
 //   mpirun -n 4 build/examples/benchmarks/context_create_bench --reps 200
 #include <mpi.h>
 

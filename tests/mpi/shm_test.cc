@@ -109,5 +109,21 @@ TEST(Shm, SplitContextProbesItsOwnRanks) {
   ASSERT_OK(starling_context_destroy(world));
 }
 
+// Registered as an MPMD launch (mpi.shm_mixed.np3): rank 0 with STARLING_SHM=0, ranks 1
+// and 2 with it on. Skipped in any other launch (every rank agrees on that).
+TEST(ShmMixed, OneRankOffTurnsOffItsPairsOnly) {
+  int off = ShmDisabled() ? 1 : 0, on_pattern = 0;
+  int pattern = WorldRank() == 0 ? off : !off;  // 1 on every rank when exactly rank 0 is off
+  MPI_Allreduce(&pattern, &on_pattern, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (WorldSize() != 3 || on_pattern != 1) GTEST_SKIP() << "needs rank 0 of 3 with STARLING_SHM=0";
+  starling_context_t ctx;
+  ASSERT_OK(starling_context_create(nullptr, &ctx));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  EXPECT_EQ(ShmLines(), "shm: on (ranks 0-2 on host " + std::string(host).substr(0, 63) +
+                            ") except off for 0<->1, 0<->2 (STARLING_SHM=0 on rank 0)\n");
+  ASSERT_OK(starling_context_destroy(ctx));
+}
+
 }  // namespace
 }  // namespace starling_test

@@ -14,7 +14,7 @@ namespace starling::transport::shm {
 namespace {
 
 constexpr uint64_t kGreetingMagic = 0x4F4C4C4548525453ull;  // "STRHELLO"
-constexpr size_t kReasonBytes = 160;
+constexpr size_t kReasonBytes = 240;
 
 enum : int32_t { kDisabled = 0, kCreated = 1, kCreateFailed = 2 };
 // A rank's outcome for one peer's segment (second exchange).
@@ -39,6 +39,15 @@ std::string ReadText(const char* text, size_t capacity) { return std::string(tex
 
 // The segment of `rank` in this probe: its name is fixed by job, rank and nonce.
 std::string ProbeName(uint64_t job, int rank, uint32_t nonce) { return SegmentName(job, "probe", rank, nonce); }
+
+std::string WithoutName(std::string text, const std::string& name) {
+  for (size_t at; (at = text.find(name)) != std::string::npos;) {
+    size_t from = at;
+    while (from > 0 && text[from - 1] != ' ') --from;  // the directory before the name
+    text.erase(from > 0 ? from - 1 : from, at + name.size() - (from > 0 ? from - 1 : from));
+  }
+  return text;
+}
 
 // Readers of `owner`'s mailbox are the other ranks of its host group, in rank order.
 uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader) {
@@ -158,7 +167,8 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
         mapped.push_back(std::move(segment));
       } catch (const Error& e) {
         code = kPairMapFailed;
-        if (first_failure.empty()) first_failure = Str("rank ", in.rank, " cannot use rank ", p, "'s segment: ", e.what());
+        // The cause, without the segment's name: the summary names the pair.
+        if (first_failure.empty()) first_failure = WithoutName(e.what(), ProbeName(in.job, p, theirs.nonce));
       }
     }
     outcome[kReasonBytes + static_cast<size_t>(index_in(group, p))] = code;
@@ -181,10 +191,12 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
     for (int x : {a, b})  // disabled, or its segment could not be created
       if (created[x].state != kCreated) return ReadText(created[x].reason, kReasonBytes);
     for (int x : {a, b})
-      if (code_of(x, x == a ? b : a) != kPairOk) return reason_of(x);
+      if (code_of(x, x == a ? b : a) != kPairOk)
+        return Str("rank ", x, " cannot use its peer's segment: ", reason_of(x));
     return {};
   };
-  std::vector<std::string> off;  // "1<->2 (reason)", for the summary
+  std::vector<std::pair<std::string, std::string>> off;  // (reason, "1<->2, 1<->3"), for the summary
+  size_t off_pairs = 0;
   bool all_disabled = true;
   for (size_t i = 0; i < group.size(); ++i) {
     all_disabled = all_disabled && created[group[i]].state == kDisabled;
@@ -203,7 +215,12 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
         state.on = why.empty();
         state.reason = why;
       }
-      if (!why.empty()) off.push_back(Str(a, "<->", b, " (", why, ")"));
+      if (why.empty()) continue;
+      ++off_pairs;
+      const std::string pair = Str(a, "<->", b);
+      auto same = std::find_if(off.begin(), off.end(), [&](const auto& o) { return o.first == why; });
+      if (same == off.end()) off.emplace_back(why, pair);
+      else same->second += ", " + pair;
     }
   }
   const std::string where = Str("ranks ", FormatRanks(group), " on host ", host);
@@ -216,10 +233,10 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
   } else {
     const size_t pairs = group.size() * (group.size() - 1) / 2;
     std::string list;
-    for (size_t i = 0; i < off.size() && i < 4; ++i) list += Str(i ? "; " : "", off[i]);
-    if (off.size() > 4) list += Str("; and ", off.size() - 4, " more");
-    result.summary = off.size() == pairs ? Str("off for every pair of ", where, ": ", list)
-                                         : Str("on (", where, ") except off for ", list);
+    for (size_t i = 0; i < off.size() && i < 4; ++i) list += Str(i ? "; " : "", off[i].second, " (", off[i].first, ")");
+    if (off.size() > 4) list += Str("; and ", off.size() - 4, " more reasons");
+    result.summary = off_pairs == pairs ? Str("off for every pair of ", where, ": ", list)
+                                        : Str("on (", where, ") except off for ", list);
   }
   return result;
 }
