@@ -55,7 +55,8 @@ def get_cuda_stream() -> int:
 
 
 def config() -> str:
-    """The STARLING_* environment variables: name, value in effect, default, meaning."""
+    """The STARLING_* environment variables: name, value in effect, default, meaning;
+    then a "shm: ..." line per live context (which same-host ranks can share memory)."""
     return _core.config_string()
 
 
