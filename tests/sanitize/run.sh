@@ -46,12 +46,12 @@ for stage in "${stages[@]}"; do
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort|shm)|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
         '^(python\.suite|mpi\.window_stress|gpu\.ops_(nccl|staged))\.np4$'
       ;;
     tsan)
       # The progress engine, fusion and the window service with their threads, at 2
-      # and 3 ranks (TSan slows each rank down 5-15x; 2 cores). mpi.shm: the shared-memory
+      # and 3 ranks (TSan slows each rank down 5-15x; 2 cores). mpi.shm.np2: the shared-memory
       # probe of context creation (one thread per process touches the segments; the other
       # process's writes are ordered by the allgathers, which TSan cannot see and need not:
       # no two threads of one process share them).
@@ -59,7 +59,7 @@ for stage in "${stages[@]}"; do
       cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
         mpi_window_stress_test mpi_abort_test mpi_shm_test "${gpu_programs[@]}"
       run_tests build-tsan \
-        '^(mpi\.((collectives|neighbor|windows|shm)\.np[23]|(window_stress|abort)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
+        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort|shm)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
       ;;
     *)
       echo "unknown stage '$stage' (asan or tsan)" >&2

@@ -125,7 +125,7 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
       std::memcpy(buffer, &greeting, sizeof greeting);
       own_box.Publish(sizeof greeting);
       mine.state = kCreated;
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // Error, or bad_alloc: a reason, never a failed creation
       mine.state = kCreateFailed;
       CopyText(mine.reason, sizeof mine.reason, Str("rank ", in.rank, ": ", e.what()));
     }
@@ -165,7 +165,7 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
                        Code::kTransport, "rank ", p, "'s greeting does not match (another job's segment?)");
         box.Release(reader, 1);
         mapped.push_back(std::move(segment));
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         code = kPairMapFailed;
         // The cause, without the segment's name: the summary names the pair.
         if (first_failure.empty()) first_failure = WithoutName(e.what(), ProbeName(in.job, p, theirs.nonce));
