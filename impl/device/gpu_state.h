@@ -62,6 +62,12 @@ class GpuState {
   // Pooled events: taken and given back by any thread.
   void* TakeEvent();
   void GiveEvent(void* event);
+  // A pooled event recorded on the calling thread's stream (starling_set_cuda_stream;
+  // NULL: the legacy stream of this GPU), for Starling's streams to wait on, so an
+  // operation starts after the caller's queued work. Refuses (kInvalidUsage) a stream
+  // being captured into a CUDA graph: Starling's operations wait from the host, which a
+  // capture cannot record and which would invalidate it. Give the event back.
+  void* RecordCallerStream();
   // Pinned memory of at least `bytes`; any thread.
   PooledBuffer TakePinned(size_t bytes);
   // Device memory of at least `bytes` on the context's GPU (NCCL path scratch). Free

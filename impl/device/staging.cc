@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "impl/common/error.h"
-#include "impl/device/caller_stream.h"
 #include "impl/device/gpu_path.h"
 #include "impl/device/gpu_state.h"
 
@@ -253,13 +252,7 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
   } else {
     parts.push_back(make(host_views));
   }
-  void* ready = gpu.TakeEvent();
-  // NULL (the legacy stream) is resolved on the event's device, the tensors' GPU.
-  if (gpu.plugin()->event_record(ready, CallerStream()) != 0) {
-    const std::string why = gpu.plugin()->last_error();
-    gpu.GiveEvent(ready);
-    Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
-  }
+  void* ready = gpu.RecordCallerStream();
   return std::make_unique<StagedOp>(gpu, std::move(tensors), std::move(parts), std::move(ranges), ready);
 }
 

@@ -140,6 +140,7 @@ tail -n 2 "$build/starlingrun-train.log"
 step "starlingrun -np 4 python train_mlp.py ran on the wheel's Open MPI"
 
 # 4. The Python suite, the examples and the benchmark smoke test (python.install
-# tests the Debian-stack package: not here).
-STARLING_REQUIRE_TENSORFLOW=1 without_system_mpi ctest -L '^python$' -E '^python\.install$' --output-on-failure --timeout 600 -j"$(nproc)" "$@"
+# tests the Debian-stack package: not here; the emulated-GPU runs at 1 and 3 ranks repeat
+# stage 1's, and their 2- and 4-rank runs stay: 21 s saved).
+STARLING_REQUIRE_TENSORFLOW=1 without_system_mpi ctest -L '^python$' -E '^python\.(install|gpu_emulated(_nccl)?\.np[13])$' --output-on-failure --timeout 600 -j"$(nproc)" "$@"
 step "passed"

@@ -55,6 +55,13 @@ STARLING_EMU_API int starling_emu_fill_on_stream(void* stream, void* dst, const 
 /* Queues a task that fails with `message`: the stream becomes sticky-failed when it gets
  * there, as after a failing kernel (tests of the core's error paths). */
 STARLING_EMU_API int starling_emu_fail_on_stream(void* stream, const char* message);
+/* Marks the stream as being captured into a CUDA graph (cudaStreamBeginCapture): events
+ * recorded on it are graph nodes, and using one from outside the capture (query,
+ * synchronize, another stream waiting for it) fails and invalidates the capture, as on a
+ * GPU. end_capture fails if the capture was invalidated. The legacy stream cannot be
+ * captured. */
+STARLING_EMU_API int starling_emu_stream_begin_capture(void* stream);
+STARLING_EMU_API int starling_emu_stream_end_capture(void* stream);
 /* Waits for everything queued so far on the stream; 0 or its sticky error. */
 STARLING_EMU_API int starling_emu_stream_synchronize(void* stream);
 /* Device, managed and pinned allocations not yet freed. */

@@ -169,6 +169,7 @@ const starling_device_plugin_t* Table() {
     t.nccl_send = NcclSend;
     t.nccl_recv = NcclRecv;
     t.nccl_comm_status = NcclStatus;
+    t.stream_is_capturing = StreamIsCapturing;
     return t;
   }();
   return &table;
@@ -238,6 +239,12 @@ int starling_emu_fail_on_stream(void* handle, const char* message) {
 }
 
 int starling_emu_stream_synchronize(void* stream) { return StreamSynchronize(stream); }
+
+int starling_emu_stream_begin_capture(void* stream) {
+  return SetCapture("starling_emu_stream_begin_capture", stream, true);
+}
+
+int starling_emu_stream_end_capture(void* stream) { return SetCapture("starling_emu_stream_end_capture", stream, false); }
 
 int starling_emu_live_allocations(void) { return static_cast<int>(LiveAllocations()); }
 

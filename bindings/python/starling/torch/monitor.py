@@ -83,6 +83,19 @@ def _sq_norm(grads: List[torch.Tensor]) -> float:
     return float(torch.dot(norms, norms).item())
 
 
+def measure_by_averaging(m: GradientMonitor, grads: List[torch.Tensor], size: int) -> torch.Tensor:
+    """One monitored step where nothing else averages the gradients: one allreduce of
+    every gradient and |g_i|^2 (float64, beside them) records the values in m. Returns
+    the average of the gradients, flattened in the order of grads (float64)."""
+    local_sq = _sq_norm(grads)
+    flat = torch.cat([g.detach().reshape(-1).to(torch.float64) for g in grads] +
+                     [torch.tensor([local_sq], dtype=torch.float64)])
+    total = mpi_ops.allreduce(flat, average=True, name=f"starling.monitor.{m.name}")
+    average = total[:-1]
+    m.record(float(total[-1].item()), float(torch.sum(average ** 2).item()), size)
+    return average
+
+
 def _grads(optimizer: Any) -> List[torch.Tensor]:
     """The gradients of every parameter (zeros where a rank has none, as the gradient
     allreduce does), in parameter-group order: the same on every rank."""
@@ -122,17 +135,12 @@ class _Monitored:
             return super().step(closure)  # type: ignore[misc]
         size = mpi_ops.size()
         grads = _grads(self)
+        if size > 1 and self._monitor_kind is None:
+            measure_by_averaging(m, grads, size)
+            return super().step(closure)  # type: ignore[misc]
         local_sq = _sq_norm(grads)
         if size == 1:  # the local gradient is the average
             m.record(local_sq, local_sq, size)
-            return super().step(closure)  # type: ignore[misc]
-        if self._monitor_kind is None:
-            # One allreduce of every gradient and |g_i|^2 (float64, beside them).
-            flat = torch.cat([g.detach().reshape(-1).to(torch.float64) for g in grads] +
-                             [torch.tensor([local_sq], dtype=torch.float64)])
-            total = mpi_ops.allreduce(flat, average=True, name=f"starling.monitor.{m.name}")
-            average_sq = float(torch.sum(total[:-1] ** 2).item())
-            m.record(float(total[-1].item()), average_sq, size)
             return super().step(closure)  # type: ignore[misc]
         # The optimizer averages the gradients: let it, read the average, then one
         # scalar allreduce for mean_i |g_i|^2.
