@@ -52,7 +52,8 @@ void Context::ForgetSharedMemory(const std::string& why) {
   shm_ = transport::shm::ProbeResult{};
   shm_.pairs.resize(static_cast<size_t>(size_));
   shm_.summary = Str("unknown (not probed again after ", why, ")");
-  if (shm_summary_ != 0) transport::shm::UpdateSummary(shm_summary_, shm_.summary);
+  if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);  // a newcomer
+  else transport::shm::UpdateSummary(shm_summary_, shm_.summary);
 }
 
 }  // namespace starling::runtime
