@@ -25,7 +25,9 @@ Methods (torch.optim.SGD with momentum 0.9 inside each, the same initial weights
   winput     asynchronous window averaging (DistributedWinPutOptimizer: put to the
              out-neighbors, average with what arrived);
   pushsum    asynchronous push-sum over windows (DistributedPushSumOptimizer);
-  adpsgd     AD-PSGD pair averaging over windows (DistributedPairAveragingOptimizer).
+  adpsgd     AD-PSGD pair averaging over windows (DistributedPairAveragingOptimizer);
+  pushsum_barrier  push-sum with a barrier before every step's averaging (BlueFog's
+             push-sum, force_barrier=True; not run by default).
 Synchronous methods run --epochs epochs on every rank. Asynchronous ones stop when the
 first rank has run --epochs epochs (the others, the slow one included, stop at their next
 step: the run is over when the fast ranks are done).
@@ -65,7 +67,9 @@ DESCRIPTIONS = {
     "winput": "window put averaging (async)",
     "pushsum": "push-sum (async)",
     "adpsgd": "AD-PSGD pair averaging (async)",
+    "pushsum_barrier": "push-sum with a barrier per step (BlueFog's)",
 }
+DEFAULT_METHODS = "allreduce,static,dynamic,winput,pushsum,adpsgd"
 
 
 def make_model(hidden):
@@ -81,8 +85,8 @@ def make_optimizer(method, model, lr, tag):
         return bf.DistributedAdaptWithCombineOptimizer(base, model, bf.CommunicationType.neighbor_allreduce)
     if method == "winput":
         return bf.DistributedWinPutOptimizer(base, model, window_prefix=tag)
-    if method == "pushsum":
-        return bf.DistributedPushSumOptimizer(base, model)
+    if method in ("pushsum", "pushsum_barrier"):
+        return bf.DistributedPushSumOptimizer(base, model, force_barrier=method == "pushsum_barrier")
     if method == "adpsgd":
         return bf.DistributedPairAveragingOptimizer(base, model, window_prefix=tag)
     raise ValueError(method)
@@ -257,7 +261,7 @@ def plot(results, args, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--methods", default="allreduce,static,dynamic,winput,pushsum,adpsgd")
+    parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"any of {','.join(DESCRIPTIONS)}")
     parser.add_argument("--slowdowns", default="1,2,5,10", help="k: the slow rank takes k times as long")
     parser.add_argument("--settings", default="fixed,random", help="fixed (the last rank) and/or random per epoch")
     parser.add_argument("--epochs", type=int, default=20)
