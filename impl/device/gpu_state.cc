@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "impl/common/error.h"
+#include "impl/device/caller_stream.h"
 #include "impl/runtime/engine.h"
 
 namespace starling::device {
@@ -52,7 +53,7 @@ GpuState::~GpuState() {
   // or failed and must not hang the teardown). A communicator an operation aborted
   // already is gone: TakeNcclComm gives NULL then.
   AbortNccl("the context is being destroyed");
-  for (void* stream : {copy_stream_, nccl_stream_}) {
+  for (void* stream : {copy_stream_, copy_back_stream_, nccl_stream_}) {
     if (stream == nullptr || (stream == nccl_stream_ && nccl_stream_abandoned_)) continue;
     p.stream_synchronize(stream);
     p.stream_destroy(stream);
@@ -175,6 +176,13 @@ void* GpuState::copy_stream() {
   return copy_stream_;
 }
 
+void* GpuState::copy_back_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (copy_back_stream_ == nullptr)
+    plugin_->Check((*plugin_)->stream_create(device_, &copy_back_stream_), "stream_create");
+  return copy_back_stream_;
+}
+
 void* GpuState::TakeEvent() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!events_.empty()) {
@@ -191,6 +199,24 @@ void GpuState::GiveEvent(void* event) {
   if (event == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(event);
+}
+
+void* GpuState::RecordCallerStream() {
+  const Plugin& p = plugin();
+  void* stream = CallerStream();
+  int capturing = 0;
+  p.Check(p->stream_is_capturing(stream, device_, &capturing), "stream_is_capturing on the caller's stream");
+  if (capturing != 0)
+    Fail(Code::kInvalidUsage, "the caller's CUDA stream", stream == nullptr ? " (the legacy stream)" : "",
+         " is being captured into a CUDA graph: Starling's operations cannot be captured (they wait for the GPU "
+         "from the host); call them outside the capture");
+  void* event = TakeEvent();
+  if (p->event_record(event, stream) != 0) {
+    const std::string why = p->last_error();
+    GiveEvent(event);
+    Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
+  }
+  return event;
 }
 
 PooledBuffer GpuState::TakePinned(size_t bytes) { return Take(bytes, false); }

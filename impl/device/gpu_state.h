@@ -57,11 +57,19 @@ class GpuState {
   // "none (no CUDA tensor used yet)" or "staged on cuda:0: <why>".
   std::string PathDescription();
   int device() const { return device_; }
-  // The engine's stream for staging copies (only used under the execution lock).
+  // The engine's streams for staging copies, host-to-device and back (only used under
+  // the execution lock): two, so that a pipelined op's copies in and out overlap.
   void* copy_stream();
+  void* copy_back_stream();
   // Pooled events: taken and given back by any thread.
   void* TakeEvent();
   void GiveEvent(void* event);
+  // A pooled event recorded on the calling thread's stream (starling_set_cuda_stream;
+  // NULL: the legacy stream of this GPU), for Starling's streams to wait on, so an
+  // operation starts after the caller's queued work. Refuses (kInvalidUsage) a stream
+  // being captured into a CUDA graph: Starling's operations wait from the host, which a
+  // capture cannot record and which would invalidate it. Give the event back.
+  void* RecordCallerStream();
   // Pinned memory of at least `bytes`; any thread.
   PooledBuffer TakePinned(size_t bytes);
   // Device memory of at least `bytes` on the context's GPU (NCCL path scratch). Free
@@ -113,6 +121,7 @@ class GpuState {
   const Plugin* plugin_ = nullptr;
   int device_ = -1;
   void* copy_stream_ = nullptr;
+  void* copy_back_stream_ = nullptr;
   std::vector<void*> events_;
   struct Block {
     char* data;

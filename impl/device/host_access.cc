@@ -1,6 +1,5 @@
 #include "impl/device/host_access.h"
 
-#include "impl/device/caller_stream.h"
 
 namespace starling::device {
 
@@ -23,9 +22,8 @@ void HostAccess::ToHost(void* dst, bool after_caller) {
   std::lock_guard<std::mutex> lock(mutex_);
   void* stream = Stream();
   if (after_caller) {
-    void* event = gpu_.TakeEvent();
-    const int recorded = p->event_record(event, CallerStream());
-    const int waited = recorded == 0 ? p->stream_wait_event(stream, event) : recorded;
+    void* event = gpu_.RecordCallerStream();
+    const int waited = p->stream_wait_event(stream, event);
     gpu_.GiveEvent(event);  // CUDA keeps the recorded point for the wait already queued
     p.Check(waited, "waiting for the caller's stream (starling_set_cuda_stream)");
   }

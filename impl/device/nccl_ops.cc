@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "impl/common/error.h"
-#include "impl/device/caller_stream.h"
 #include "impl/device/gpu_state.h"
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
@@ -83,15 +82,7 @@ class NcclOp : public runtime::Op {
         if (!ok) NcclTurns::Get().Done(ticket);
       }
     } unless{ticket_};
-    ready_ = gpu_.TakeEvent();
-    // NULL (the legacy stream) is resolved on the event's device, the tensors' GPU.
-    const int status = gpu_.plugin()->event_record(ready_, CallerStream());
-    if (status != 0) {
-      const std::string why = gpu_.plugin()->last_error();
-      gpu_.GiveEvent(ready_);
-      ready_ = nullptr;
-      Fail(Code::kDevice, "event_record on the caller's stream (starling_set_cuda_stream): ", why);
-    }
+    ready_ = gpu_.RecordCallerStream();
     unless.ok = true;
   }
   ~NcclOp() override {

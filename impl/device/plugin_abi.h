@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define STARLING_DEVICE_ABI_VERSION 2
+#define STARLING_DEVICE_ABI_VERSION 3
 
 /* What memory a pointer is, as the driver sees it (pointer_kind). */
 enum {
@@ -141,6 +141,13 @@ typedef struct starling_device_plugin {
    * the communicator must then be aborted). Returns nonzero only for a bad handle.
    * NCCL operations wait for peers forever: waits poll this besides their event. */
   int (*nccl_comm_status)(void* comm, int* state);
+
+  /* --- since ABI 3 --- */
+  /* *capturing = 1 when work queued on `stream` now would be captured into a CUDA graph
+   * (cudaStreamIsCapturing: active or invalidated), or when a call on it would
+   * invalidate another thread's capture in global mode; else 0. stream NULL: the legacy
+   * stream of `device`. */
+  int (*stream_is_capturing)(void* stream, int device, int* capturing);
 } starling_device_plugin_t;
 
 typedef const starling_device_plugin_t* (*starling_device_plugin_entry_t)(void);

@@ -97,4 +97,39 @@ TEST_F(GpuBadInput, NonContiguousAndNullDeviceData) {
   ExpectUsable();
 }
 
+// A caller's stream being captured into a CUDA graph is refused before anything is
+// recorded on it (review #19), by collectives, nonblocking calls and window puts alike;
+// the capture stays valid, and the same calls work on that stream once it has ended.
+TEST_F(GpuBadInput, CallerStreamBeingCapturedIntoAGraph) {
+  const TestDevice& dev = TestDevice::Get();
+  if (!dev.emulated()) GTEST_SKIP() << "the test drives the capture through the emulator";
+  void* stream = nullptr;
+  ASSERT_EQ(dev.table().stream_create(dev.index(), &stream), 0) << dev.last_error();
+  DeviceBuffer x(Kind::kF32, {9}), out(Kind::kF32, {9});
+  x.Fill(rank, 71);
+  starling_window_t win = nullptr;
+  ASSERT_OK(starling_window_create(ctx, &x.t, "captured", 0, &win));
+  ASSERT_EQ(dev.BeginCapture(stream), 0) << dev.last_error();
+  ASSERT_OK(starling_set_cuda_stream(stream));
+  const char* why = "is being captured into a CUDA graph";
+  EXPECT_ERROR(starling_allreduce(ctx, &x.t, &out.t, STARLING_SUM, nullptr), STARLING_ERR_INVALID_USAGE, why);
+  starling_request_t req = nullptr;
+  EXPECT_ERROR(starling_neighbor_allreduce_nonblocking(ctx, &x.t, &out.t, nullptr, &req), STARLING_ERR_INVALID_USAGE,
+               why);
+  EXPECT_EQ(req, nullptr);
+  if (size > 1) {
+    EXPECT_ERROR(starling_window_put(win, &x.t, nullptr), STARLING_ERR_INVALID_USAGE, why);
+  }
+  ASSERT_OK(starling_set_cuda_stream(nullptr));
+  EXPECT_EQ(dev.EndCapture(stream), 0) << dev.last_error();  // nothing invalidated it
+  ASSERT_OK(starling_set_cuda_stream(stream));
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &out.t, STARLING_SUM, nullptr));
+  ASSERT_OK(starling_set_cuda_stream(nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &x.host.t, &out.host.t, STARLING_SUM, nullptr));
+  ExpectSameBytes(out, "allreduce on the stream after its capture ended");
+  ASSERT_OK(starling_window_free(win));
+  ASSERT_EQ(dev.table().stream_destroy(stream), 0) << dev.last_error();
+  ExpectUsable();
+}
+
 }  // namespace

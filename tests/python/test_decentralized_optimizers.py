@@ -330,3 +330,137 @@ def test_topology_change_after_construction_is_refused():
             run(opt, model, 1)
     finally:
         bf.set_topology(bf.RingGraph(SIZE))
+
+
+# ---- adaptive SGD (SMA, then synchronous SGD) ---------------------------------------------------
+def reference_adaptive(lr, alpha, steps, change_step=None, rule=None, interval=1, momentum=0.0, batch=8):
+    """Every rank in float64: SMA until the switch; at the switch rank 0's parameters
+    and momentum buffers everywhere; then the average gradient. rule(noise_scale,
+    monitored_steps) is applied at monitored steps, the noise scale computed here from
+    its definition (McCandlish et al., smoothed as the monitor does, alpha 0.9)."""
+    X, buf, switched, g_ema, s_ema, monitored, noise = X0.copy(), None, None, None, None, 0, None
+    for k in range(steps):
+        G = gradients(X)
+        if switched is None:
+            switch = change_step is not None and k >= change_step
+            if not switch and rule is not None and SIZE > 1 and k % interval == 0:
+                local_sq = np.mean(np.sum(G * G, axis=1))
+                average_sq = float(G.mean(axis=0) @ G.mean(axis=0))
+                small, big = batch, batch * SIZE
+                g_new = (big * average_sq - small * local_sq) / (big - small)
+                s_new = (local_sq - average_sq) / (1 / small - 1 / big)
+                g_ema = g_new if g_ema is None else 0.9 * g_ema + 0.1 * g_new
+                s_ema = s_new if s_ema is None else 0.9 * s_ema + 0.1 * s_new
+                noise, monitored = s_ema / g_ema, monitored + 1
+                switch = rule(noise, monitored)
+            if switch:
+                switched = k
+                X = np.tile(X[0], (SIZE, 1))
+                buf = None if buf is None else np.tile(buf[0], (SIZE, 1))
+            else:
+                X = X + alpha * (X.mean(axis=0) - X)
+        direction = np.tile(G.mean(axis=0), (SIZE, 1)) if switched is not None else G
+        buf = direction if buf is None or momentum == 0 else momentum * buf + direction
+        X = X - lr * buf
+    return X, switched, noise
+
+
+def identical_on_every_rank(final):
+    return all(np.array_equal(row, final[0]) for row in final)
+
+
+@pytest.mark.parametrize("change_step,momentum", [(0, 0.0), (3, 0.0), (4, 0.9), (50, 0.0)])
+def test_adaptive_sgd_fixed_switch(change_step, momentum):
+    model = Quadratic()
+    opt = bf.DistributedAdaptiveSGDOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum),
+                                             model, change_step, alpha=0.3, name_prefix=f"ad.fix.{change_step}")
+    assert isinstance(opt, torch.optim.SGD) and isinstance(opt, bf.AdaptiveSGD)
+    assert opt.phase == "sma" and opt.switched_at is None and opt.monitor is None
+    final = everyone(run(opt, model, 8), f"ad.fix.{change_step}.{momentum}")
+    expected, switched, _ = reference_adaptive(0.1, 0.3, 8, change_step=change_step, momentum=momentum)
+    np.testing.assert_allclose(final, expected, rtol=0, atol=1e-12)
+    assert opt.switched_at == switched and opt.phase == ("ssgd" if switched is not None else "sma")
+    if switched is not None:  # the same parameters and momentum everywhere: the replicas stay equal
+        assert identical_on_every_rank(final)
+    elif SIZE > 1:
+        assert not identical_on_every_rank(final)
+
+
+def test_adaptive_sgd_switches_on_the_noise_scale():
+    """"noise_scale": switch once the smoothed noise scale reaches size * batch_size.
+    On these quadratics it does at 4 ranks at step 26 (at 2 and 3 ranks at once)."""
+    model = Quadratic()
+    opt = bf.DistributedAdaptiveSGDOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, alpha=0.5,
+                                             switch_when="noise_scale", batch_size=8, monitor_interval=2,
+                                             name_prefix="ad.noise")
+    final = everyone(run(opt, model, 30), "ad.noise")
+    expected, switched, noise = reference_adaptive(0.1, 0.5, 30, rule=lambda n, _: n >= SIZE * 8, interval=2)
+    assert opt.switched_at == switched
+    if SIZE == 1:
+        assert switched is None and opt.monitor.noise_scale is None  # one batch size: nothing to compare
+    else:
+        assert switched is not None and (SIZE < 4 or 10 <= switched <= 28), switched  # the test means something
+        assert opt.monitor.noise_scale == pytest.approx(noise, rel=1e-9)
+        assert identical_on_every_rank(final)
+    np.testing.assert_allclose(final, expected, rtol=0, atol=1e-12)
+
+
+def test_adaptive_sgd_custom_rule_sees_the_monitor():
+    seen = []
+
+    def rule(monitor):
+        seen.append((monitor.monitored_steps, monitor.variance))
+        return monitor.monitored_steps >= 3
+
+    model = Quadratic()
+    opt = bf.DistributedAdaptiveSGDOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, change_step=9,
+                                             switch_when=rule, batch_size=4, monitor_interval=2,
+                                             name_prefix="ad.rule")
+    final = everyone(run(opt, model, 10), "ad.rule")
+    expected, switched, _ = reference_adaptive(0.1, 0.1, 10, change_step=9, rule=lambda _, m: m >= 3, interval=2,
+                                               batch=4)
+    np.testing.assert_allclose(final, expected, rtol=0, atol=1e-12)
+    assert opt.switched_at == switched == (4 if SIZE > 1 else 9)  # monitored at steps 0, 2, 4
+    assert [s for s, _ in seen] == ([1, 2, 3] if RANK == 0 and SIZE > 1 else [])  # rank 0 alone decides
+
+
+def test_adaptive_sgd_rule_raising_on_rank_0_raises_everywhere():
+    def rule(monitor):
+        raise ZeroDivisionError("the rule's own error")
+
+    model = Quadratic()
+    opt = bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, switch_when=rule, batch_size=4,
+                                             name_prefix="ad.raise")
+    if SIZE == 1:  # nothing is monitored at one rank
+        run(opt, model, 2)
+        return
+    with pytest.raises(ZeroDivisionError if RANK == 0 else RuntimeError,
+                       match="the rule's own error" if RANK == 0 else "switch_when raised an exception on rank 0"):
+        run(opt, model, 1)
+    assert bf.allreduce(torch.ones(1), average=False, name="ad.raise.after").item() == SIZE  # still usable
+
+
+def test_adaptive_sgd_bad_arguments():
+    model = Quadratic()
+    for change_step in [-1, 1.5, "3", True]:
+        with pytest.raises(ValueError, match="change_step must be None or an int >= 0"):
+            bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, change_step)
+    with pytest.raises(ValueError, match="give change_step, switch_when or both"):
+        bf.DistributedAdaptiveSGDOptimizer(sgd(model), model)
+    for alpha in [0, 1.5, float("nan"), "0.1"]:
+        with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 1\]"):
+            bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, 3, alpha=alpha)
+    for rule in ["noise", 3]:
+        with pytest.raises(ValueError, match="switch_when must be None"):
+            bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, switch_when=rule, batch_size=8)
+    with pytest.raises(ValueError, match="switch_when needs batch_size"):
+        bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, switch_when="noise_scale")
+    for value in [0, -2, 2.5]:
+        with pytest.raises(ValueError, match="batch_size must be a positive int"):
+            bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, switch_when="noise_scale", batch_size=value)
+        with pytest.raises(ValueError, match="monitor_interval must be a positive int"):
+            bf.DistributedAdaptiveSGDOptimizer(sgd(model), model, 3, monitor_interval=value)
+    with pytest.raises(ValueError, match="optimizer must be a torch.optim.Optimizer"):
+        bf.DistributedAdaptiveSGDOptimizer(model, model, 3)
+    with pytest.raises(ValueError, match="mismatch"):
+        bf.DistributedAdaptiveSGDOptimizer(sgd(model), torch.nn.Linear(2, 2), 3)

@@ -501,6 +501,9 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
  *   the calling thread's stream (starling_set_cuda_stream) when it was called, and its
  *   results are in device memory when a blocking call returns or its request completes,
  *   ready for every stream. Nothing synchronizes the caller's stream or the device.
+ *   While that stream is being captured into a CUDA graph, operations on CUDA tensors
+ *   fail with STARLING_ERR_INVALID_USAGE before touching it (they wait from the host,
+ *   which a graph cannot hold), so the capture stays valid.
  * - Windows may be backed by device memory (every rank's, or none's): puts,
  *   accumulates and gets copy it, updates combine it through host memory. */
 

@@ -49,6 +49,7 @@ const starling_device_plugin_t kTable = {
     NcclSend,
     NcclRecv,
     NcclCommStatus,
+    StreamIsCapturing,
 };
 
 }  // namespace

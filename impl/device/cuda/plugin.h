@@ -35,6 +35,7 @@ int HostFree(void* ptr);
 int StreamCreate(int device, void** stream);
 int StreamDestroy(void* stream);
 int StreamSynchronize(void* stream);
+int StreamIsCapturing(void* stream, int device, int* capturing);
 int EventCreate(int device, void** event);
 int EventDestroy(void* event);
 int EventRecord(void* event, void* stream);

@@ -213,9 +213,21 @@ int PointerKind(const void* ptr, int* kind, int* device) {
   return 0;
 }
 
+// Runs f() in the relaxed stream-capture mode: Starling's own allocations, made on its
+// threads, must not invalidate a capture the application runs meanwhile in global mode
+// (PyTorch's default), as they would otherwise (cudaThreadExchangeStreamCaptureMode).
+template <class F>
+int Relaxed(F f) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  const int rc = f();
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return rc;
+}
+
 int DeviceAlloc(int device, size_t bytes, void** ptr) {
   *ptr = nullptr;
-  const int rc = OnDevice(device, [&] { return Check(cudaMalloc(ptr, bytes), "cudaMalloc"); });
+  const int rc = OnDevice(device, [&] { return Relaxed([&] { return Check(cudaMalloc(ptr, bytes), "cudaMalloc"); }); });
   if (rc == 0 && *ptr != nullptr) AllocationDevices().Add(*ptr, device);
   return rc;
 }
@@ -223,7 +235,7 @@ int DeviceAlloc(int device, size_t bytes, void** ptr) {
 int DeviceFree(void* ptr) {
   const int device = AllocationDevices().Find(ptr);
   AllocationDevices().Remove(ptr);
-  return OnDeviceOf(device, [&] { return Check(cudaFree(ptr), "cudaFree"); });
+  return OnDeviceOf(device, [&] { return Relaxed([&] { return Check(cudaFree(ptr), "cudaFree"); }); });
 }
 
 int HostAlloc(int device, size_t bytes, void** ptr) {
@@ -232,7 +244,7 @@ int HostAlloc(int device, size_t bytes, void** ptr) {
   // `device` current: on a thread without a context, cudaHostAlloc would create one on
   // device 0.
   const int rc = OnDevice(device, [&] {
-    return Check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+    return Relaxed([&] { return Check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc"); });
   });
   if (rc == 0 && *ptr != nullptr) AllocationDevices().Add(*ptr, device);
   return rc;
@@ -241,7 +253,7 @@ int HostAlloc(int device, size_t bytes, void** ptr) {
 int HostFree(void* ptr) {
   const int device = AllocationDevices().Find(ptr);
   AllocationDevices().Remove(ptr);
-  return OnDeviceOf(device, [&] { return Check(cudaFreeHost(ptr), "cudaFreeHost"); });
+  return OnDeviceOf(device, [&] { return Relaxed([&] { return Check(cudaFreeHost(ptr), "cudaFreeHost"); }); });
 }
 
 int StreamCreate(int device, void** stream) {
@@ -267,6 +279,22 @@ int StreamDestroy(void* stream) {
 int StreamSynchronize(void* stream) {
   return OnDeviceOf(DeviceOfStream(stream),
                     [&] { return Check(cudaStreamSynchronize(ToStream(stream)), "cudaStreamSynchronize"); });
+}
+
+int StreamIsCapturing(void* stream, int device, int* capturing) {
+  *capturing = 0;
+  return OnDevice(device, [&] {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(ToStream(stream), &status);
+    if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream, while another thread captures
+      cudaGetLastError();                          // in global mode: using it would invalidate that
+      *capturing = 1;
+      return 0;
+    }
+    if (int rc = Check(err, "cudaStreamIsCapturing")) return rc;
+    *capturing = status != cudaStreamCaptureStatusNone;  // active, or invalidated and not yet ended
+    return 0;
+  });
 }
 
 int EventCreate(int device, void** event) {

@@ -55,6 +55,13 @@ STARLING_EMU_API int starling_emu_fill_on_stream(void* stream, void* dst, const 
 /* Queues a task that fails with `message`: the stream becomes sticky-failed when it gets
  * there, as after a failing kernel (tests of the core's error paths). */
 STARLING_EMU_API int starling_emu_fail_on_stream(void* stream, const char* message);
+/* Marks the stream as being captured into a CUDA graph (cudaStreamBeginCapture): events
+ * recorded on it are graph nodes, and using one from outside the capture (query,
+ * synchronize, another stream waiting for it) fails and invalidates the capture, as on a
+ * GPU. end_capture fails if the capture was invalidated. The legacy stream cannot be
+ * captured. */
+STARLING_EMU_API int starling_emu_stream_begin_capture(void* stream);
+STARLING_EMU_API int starling_emu_stream_end_capture(void* stream);
 /* Waits for everything queued so far on the stream; 0 or its sticky error. */
 STARLING_EMU_API int starling_emu_stream_synchronize(void* stream);
 /* Device, managed and pinned allocations not yet freed. */
@@ -64,6 +71,8 @@ STARLING_EMU_API int starling_emu_live_allocations(void);
 STARLING_EMU_API unsigned starling_emu_context_devices(void);
 /* Device memory allocated on `device` and not yet freed (rounded to 256 bytes). */
 STARLING_EMU_API size_t starling_emu_device_bytes_in_use(int device);
+/* Pinned host memory allocated and not yet freed (bytes as requested). */
+STARLING_EMU_API size_t starling_emu_pinned_bytes_in_use(void);
 /* NCCL operations of two communicators that ran at the same time on one device of this
  * process (NCCL's documented deadlock hazard); 0 when operations never overlapped. */
 STARLING_EMU_API int starling_emu_concurrent_nccl_ops(void);

@@ -19,6 +19,7 @@ struct Event {
   std::mutex mu;
   std::shared_ptr<StreamState> stream;  // null until recorded
   uint64_t point = 0;
+  bool captured = false;  // recorded on a capturing stream: a node of the graph, not a point
 };
 
 struct EventRegistry {
@@ -43,10 +44,19 @@ std::shared_ptr<Event> Resolve(const char* fn, void* handle) {
   return it->second;
 }
 
-// The last record of e, or a null state if never recorded.
-std::shared_ptr<StreamState> LastRecord(Event& e, uint64_t* point) {
+// The last record of e, or a null state if never recorded. An event recorded during a
+// capture cannot be waited for from outside it: as CUDA does (cudaErrorCapturedEvent,
+// or the waiting stream joining the capture), the use fails and invalidates the capture.
+std::shared_ptr<StreamState> LastRecord(const char* fn, Event& e, uint64_t* point, bool* failed) {
   std::lock_guard<std::mutex> lock(e.mu);
   *point = e.point;
+  *failed = false;
+  if (e.captured) {
+    e.stream->capture = StreamState::kInvalidated;
+    Fail("%s: the event was recorded on stream %p while it was being captured into a CUDA graph "
+         "(cudaErrorCapturedEvent); the capture is invalidated", fn, e.stream->handle());
+    *failed = true;
+  }
   return e.stream;
 }
 
@@ -85,6 +95,7 @@ int EventRecord(void* handle, void* stream_handle) {
   std::lock_guard<std::mutex> lock(e->mu);
   e->stream = stream->state();
   e->point = point;
+  e->captured = stream->state()->capture.load() != StreamState::kNotCapturing;
   return 0;
 }
 
@@ -92,7 +103,9 @@ int EventQuery(void* handle) {
   auto e = Resolve("event_query", handle);
   if (!e) return 2;
   uint64_t point;
-  auto state = LastRecord(*e, &point);
+  bool failed;
+  auto state = LastRecord("event_query", *e, &point, &failed);
+  if (failed) return 2;
   if (!state) return 0;  // never recorded: complete, as cudaEventQuery says
   std::string error;
   const bool reached = state->Reached(point, &error);
@@ -111,7 +124,9 @@ int EventSynchronize(void* handle) {
   auto e = Resolve("event_synchronize", handle);
   if (!e) return 1;
   uint64_t point;
-  auto state = LastRecord(*e, &point);
+  bool failed;
+  auto state = LastRecord("event_synchronize", *e, &point, &failed);
+  if (failed) return 1;
   if (!state) return 0;
   const std::string error = state->WaitFor(point);
   if (!error.empty()) return Fail("event_synchronize: the event's stream %p failed: %s", state->handle(), error.c_str());
@@ -124,7 +139,9 @@ int StreamWaitEvent(void* stream_handle, void* handle) {
   auto e = Resolve("stream_wait_event", handle);
   if (!e) return 1;
   uint64_t point;
-  auto state = LastRecord(*e, &point);
+  bool failed;
+  auto state = LastRecord("stream_wait_event", *e, &point, &failed);
+  if (failed) return 1;
   if (!state) {
     uint64_t ignored;  // still report a failed stream, like any call on it
     return stream->Point("stream_wait_event", &ignored);
@@ -135,6 +152,33 @@ int StreamWaitEvent(void* stream_handle, void* handle) {
     if (!error.empty()) return Format("waited for an event of stream %p, which failed: %s", state->handle(), error.c_str());
     return "";
   });
+}
+
+int StreamIsCapturing(void* stream_handle, int device, int* capturing) {
+  if (capturing == nullptr) return Fail("stream_is_capturing: capturing is NULL");
+  if (!ValidDevice(device)) return Fail("stream_is_capturing: invalid device %d", device);
+  auto stream = ResolveStream("stream_is_capturing", stream_handle, device);
+  if (!stream) return 1;
+  *capturing = stream->state()->capture.load() != StreamState::kNotCapturing;
+  return 0;
+}
+
+int SetCapture(const char* fn, void* stream_handle, bool begin) {
+  if (stream_handle == nullptr) return Fail("%s: the legacy stream cannot be captured", fn);
+  auto stream = ResolveStream(fn, stream_handle);
+  if (!stream) return 1;
+  std::atomic<int>& capture = stream->state()->capture;
+  if (begin) {
+    int expected = StreamState::kNotCapturing;
+    if (!capture.compare_exchange_strong(expected, StreamState::kCapturing))
+      return Fail("%s: stream %p is capturing already", fn, stream_handle);
+    return 0;
+  }
+  const int was = capture.exchange(StreamState::kNotCapturing);
+  if (was == StreamState::kNotCapturing) return Fail("%s: stream %p is not capturing", fn, stream_handle);
+  if (was == StreamState::kInvalidated)
+    return Fail("%s: the capture of stream %p was invalidated (cudaErrorStreamCaptureInvalidated)", fn, stream_handle);
+  return 0;
 }
 
 }  // namespace starling::emu

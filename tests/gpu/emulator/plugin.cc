@@ -169,6 +169,7 @@ const starling_device_plugin_t* Table() {
     t.nccl_send = NcclSend;
     t.nccl_recv = NcclRecv;
     t.nccl_comm_status = NcclStatus;
+    t.stream_is_capturing = StreamIsCapturing;
     return t;
   }();
   return &table;
@@ -239,11 +240,19 @@ int starling_emu_fail_on_stream(void* handle, const char* message) {
 
 int starling_emu_stream_synchronize(void* stream) { return StreamSynchronize(stream); }
 
+int starling_emu_stream_begin_capture(void* stream) {
+  return SetCapture("starling_emu_stream_begin_capture", stream, true);
+}
+
+int starling_emu_stream_end_capture(void* stream) { return SetCapture("starling_emu_stream_end_capture", stream, false); }
+
 int starling_emu_live_allocations(void) { return static_cast<int>(LiveAllocations()); }
 
 unsigned starling_emu_context_devices(void) { return ContextDevices(); }
 
 size_t starling_emu_device_bytes_in_use(int device) { return DeviceBytesInUse(device); }
+
+size_t starling_emu_pinned_bytes_in_use(void) { return PinnedBytesInUse(); }
 
 int starling_emu_concurrent_nccl_ops(void) { return NcclConcurrentOps(); }
 

@@ -14,6 +14,7 @@
 // CUDA error does: later tasks are skipped and every call on the stream returns the error.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,6 +36,10 @@ class StreamState {
   std::string WaitFor(uint64_t point);
   bool Reached(uint64_t point, std::string* error);
   std::string Error();
+  // Stream capture (starling_emu_stream_begin_capture): kNotCapturing, kCapturing, or
+  // kInvalidated once something used a captured event the way CUDA then refuses.
+  enum Capture : int { kNotCapturing = 0, kCapturing = 1, kInvalidated = 2 };
+  std::atomic<int> capture{kNotCapturing};
 
  private:
   friend class Stream;

@@ -13,7 +13,9 @@ from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnect
                              GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
                              GetRecvWeights, GetSendWeights, IsRegularGraph, IsTopologyEquivalent, MeshGrid2DGraph,
                              RingGraph, StarGraph, SymmetricExponentialGraph)
-from . import compressed_optimizers, decentralized_optimizers, mpi_ops, optimizers, topology_util, utility
+from . import (adaptive_optimizer, compressed_optimizers, decentralized_optimizers, mpi_ops, optimizers, topology_util,
+               utility)
+from .adaptive_optimizer import AdaptiveSGD, DistributedAdaptiveSGDOptimizer
 from .compressed_optimizers import DistributedChocoSGDOptimizer, DistributedCompressedGradientAllreduceOptimizer
 from .decentralized_optimizers import *  # noqa: F401,F403
 from .mpi_ops import *  # noqa: F401,F403
@@ -30,9 +32,10 @@ from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_
 from . import horovod
 from .horovod import *  # noqa: F401,F403,E402
 from .horovod_optimizer import DistributedOptimizer
-from .monitor import GradientMonitor, monitor_gradients
+from .monitor import GradientMonitor, consensus_distance, monitor_gradients
 
 __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + list(
+    adaptive_optimizer.__all__) + list(
     compressed_optimizers.__all__) + [
     "broadcast_optimizer_state", "broadcast_parameters", "allreduce_parameters",
     "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
@@ -41,4 +44,4 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
     "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
 ] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer",
-                                                                      "GradientMonitor", "monitor_gradients"]
+                                                                      "GradientMonitor", "monitor_gradients", "consensus_distance"]

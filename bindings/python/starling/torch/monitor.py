@@ -83,6 +83,38 @@ def _sq_norm(grads: List[torch.Tensor]) -> float:
     return float(torch.dot(norms, norms).item())
 
 
+def measure_by_averaging(m: GradientMonitor, grads: List[torch.Tensor], size: int) -> torch.Tensor:
+    """One monitored step where nothing else averages the gradients: one allreduce of
+    every gradient and |g_i|^2 (float64, beside them) records the values in m. Returns
+    the average of the gradients, flattened in the order of grads (float64)."""
+    local_sq = _sq_norm(grads)
+    flat = torch.cat([g.detach().reshape(-1).to(torch.float64) for g in grads] +
+                     [torch.tensor([local_sq], dtype=torch.float64)])
+    total = mpi_ops.allreduce(flat, average=True, name=f"starling.monitor.{m.name}")
+    average = total[:-1]
+    m.record(float(total[-1].item()), float(torch.sum(average ** 2).item()), size)
+    return average
+
+
+def consensus_distance(tensor: torch.Tensor, name: Optional[str] = None) -> float:
+    """How far the ranks' copies of tensor are from agreeing: sqrt(mean_i norm(x_i - xbar)^2),
+    xbar the average over the ranks (the quantity decentralized SGD's analysis tracks;
+    0 when every rank holds the same values). Computed in float64 from one allreduce of
+    the tensor and one of a scalar; collective, the same value on every rank."""
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidArgumentError(f"consensus_distance: expected a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        raise InvalidArgumentError(f"consensus_distance: the tensor must be floating point, got {tensor.dtype}")
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgumentError(f"consensus_distance: name must be a str or None, got {name!r}")
+    label = name if name is not None else f"consensus{_monitor_names()}"
+    x = tensor.detach().to(torch.float64)
+    mean = mpi_ops.allreduce(x, average=True, name=f"starling.consensus.{label}.mean")
+    local = torch.sum((x - mean) ** 2).reshape(1)
+    spread = mpi_ops.allreduce(local, average=True, name=f"starling.consensus.{label}.spread")
+    return float(torch.sqrt(spread[0]).item())
+
+
 def _grads(optimizer: Any) -> List[torch.Tensor]:
     """The gradients of every parameter (zeros where a rank has none, as the gradient
     allreduce does), in parameter-group order: the same on every rank."""
@@ -122,17 +154,12 @@ class _Monitored:
             return super().step(closure)  # type: ignore[misc]
         size = mpi_ops.size()
         grads = _grads(self)
+        if size > 1 and self._monitor_kind is None:
+            measure_by_averaging(m, grads, size)
+            return super().step(closure)  # type: ignore[misc]
         local_sq = _sq_norm(grads)
         if size == 1:  # the local gradient is the average
             m.record(local_sq, local_sq, size)
-            return super().step(closure)  # type: ignore[misc]
-        if self._monitor_kind is None:
-            # One allreduce of every gradient and |g_i|^2 (float64, beside them).
-            flat = torch.cat([g.detach().reshape(-1).to(torch.float64) for g in grads] +
-                             [torch.tensor([local_sq], dtype=torch.float64)])
-            total = mpi_ops.allreduce(flat, average=True, name=f"starling.monitor.{m.name}")
-            average_sq = float(torch.sum(total[:-1] ** 2).item())
-            m.record(float(total[-1].item()), average_sq, size)
             return super().step(closure)  # type: ignore[misc]
         # The optimizer averages the gradients: let it, read the average, then one
         # scalar allreduce for mean_i |g_i|^2.
