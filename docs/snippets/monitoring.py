@@ -23,3 +23,7 @@ m = opt.monitor  # the same values on every rank
 assert m.monitored_steps == 4 and m.variance is not None
 if bf.rank() == 0:
     print(f"noise scale {m.noise_scale}, variance {m.variance:.4g} after {m.steps} steps")
+
+# How far apart the ranks' replicas are (0 here: gradient averaging keeps them equal).
+distance = bf.consensus_distance(model[0].weight)
+assert distance < 1e-6

@@ -53,7 +53,7 @@ GpuState::~GpuState() {
   // or failed and must not hang the teardown). A communicator an operation aborted
   // already is gone: TakeNcclComm gives NULL then.
   AbortNccl("the context is being destroyed");
-  for (void* stream : {copy_stream_, nccl_stream_}) {
+  for (void* stream : {copy_stream_, copy_back_stream_, nccl_stream_}) {
     if (stream == nullptr || (stream == nccl_stream_ && nccl_stream_abandoned_)) continue;
     p.stream_synchronize(stream);
     p.stream_destroy(stream);
@@ -174,6 +174,13 @@ void* GpuState::copy_stream() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (copy_stream_ == nullptr) plugin_->Check((*plugin_)->stream_create(device_, &copy_stream_), "stream_create");
   return copy_stream_;
+}
+
+void* GpuState::copy_back_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (copy_back_stream_ == nullptr)
+    plugin_->Check((*plugin_)->stream_create(device_, &copy_back_stream_), "stream_create");
+  return copy_back_stream_;
 }
 
 void* GpuState::TakeEvent() {

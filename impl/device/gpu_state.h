@@ -57,8 +57,10 @@ class GpuState {
   // "none (no CUDA tensor used yet)" or "staged on cuda:0: <why>".
   std::string PathDescription();
   int device() const { return device_; }
-  // The engine's stream for staging copies (only used under the execution lock).
+  // The engine's streams for staging copies, host-to-device and back (only used under
+  // the execution lock): two, so that a pipelined op's copies in and out overlap.
   void* copy_stream();
+  void* copy_back_stream();
   // Pooled events: taken and given back by any thread.
   void* TakeEvent();
   void GiveEvent(void* event);
@@ -119,6 +121,7 @@ class GpuState {
   const Plugin* plugin_ = nullptr;
   int device_ = -1;
   void* copy_stream_ = nullptr;
+  void* copy_back_stream_ = nullptr;
   std::vector<void*> events_;
   struct Block {
     char* data;

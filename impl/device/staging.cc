@@ -17,12 +17,18 @@ struct StagedTensor {
   PooledBuffer buffer;     // empty for aliases and empty tensors
 };
 
-// Elements [first, first + count) of every tensor, or all of each tensor.
+// Elements [first, first + count) of every tensor, at element host_first of its pinned
+// copy (a slot of the ring, see Route), or all of each tensor.
 struct Range {
   size_t first = 0;
   size_t count = 0;
+  size_t host_first = 0;
   bool whole = true;
 };
+
+// Pinned slots a pipelined op cycles through: chunk c is copied in while chunk c-1 is
+// reduced and chunk c-2 copied out, so a few chunks of pinned memory serve any size.
+constexpr size_t kRingSlots = 4;
 
 class StagedOp : public runtime::Op {
  public:
@@ -88,6 +94,7 @@ class StagedOp : public runtime::Op {
       if (done) return;
       const starling_device_plugin_t& p = *ops[0]->gpu_.plugin();
       p.stream_synchronize(ops[0]->gpu_.copy_stream());
+      p.stream_synchronize(ops[0]->gpu_.copy_back_stream());
       if (context.local_teardown())
         for (StagedOp* op : ops)
           for (StagedTensor& t : op->tensors_) t.buffer.Abandon();
@@ -97,30 +104,48 @@ class StagedOp : public runtime::Op {
     bool done = false;
   };
 
-  // Chunk c is copied in while chunk c-1 travels and chunk c-2 is copied out: the copy
-  // stream runs ahead of the CPU op, which waits for its chunk's event only.
+  // Chunk c is copied in (copy stream) while chunk c-1 travels and chunk c-2 is copied
+  // out (copy-back stream), through kRingSlots pinned slots: chunk c reuses the slot of
+  // chunk c - kRingSlots once that chunk's copy out is done (an event the copy stream
+  // waits for). The CPU op waits for its own chunk's event only.
   void RunPipelined(runtime::Context& context) {
-    void* stream = gpu_.copy_stream();
+    void* in = gpu_.copy_stream();
+    void* out = gpu_.copy_back_stream();
     Guard guard(context, {this});
-    std::vector<void*> events;
+    const Plugin& plugin = gpu_.plugin();
+    const size_t n = parts_.size();
+    std::vector<void*> copied_in(n, nullptr), copied_out(n, nullptr);
     struct Events {
       GpuState& gpu;
-      std::vector<void*>& list;
+      std::vector<void*>& a;
+      std::vector<void*>& b;
       ~Events() {
-        for (void* e : list) gpu.GiveEvent(e);
+        for (void* e : a) gpu.GiveEvent(e);
+        for (void* e : b) gpu.GiveEvent(e);
       }
-    } give_back{gpu_, events};
-    for (const Range& range : ranges_) {
-      CopyIn(stream, range);
-      events.push_back(gpu_.TakeEvent());
-      gpu_.plugin().Check(gpu_.plugin()->event_record(events.back(), stream), "event_record");
-    }
-    for (size_t c = 0; c < parts_.size(); ++c) {
-      gpu_.plugin().Check(gpu_.plugin()->event_synchronize(events[c]), "event_synchronize");
+    } give_back{gpu_, copied_in, copied_out};
+    auto record = [&](std::vector<void*>& events, size_t c, void* stream) {
+      events[c] = gpu_.TakeEvent();
+      plugin.Check(plugin->event_record(events[c], stream), "event_record");
+    };
+    auto copy_in = [&](size_t c) {
+      if (c >= kRingSlots)
+        plugin.Check(plugin->stream_wait_event(in, copied_out[c - kRingSlots]), "stream_wait_event");
+      CopyIn(in, ranges_[c]);
+      record(copied_in, c, in);
+    };
+    // Copies out overwrite the caller's memory: after its queued work, as copies in.
+    plugin.Check(plugin->stream_wait_event(out, ready_), "stream_wait_event");
+    for (size_t c = 0; c < std::min(n, kRingSlots); ++c) copy_in(c);
+    for (size_t c = 0; c < n; ++c) {
+      plugin.Check(plugin->event_synchronize(copied_in[c]), "event_synchronize");
       parts_[c]->Run(context);
-      CopyOut(stream, ranges_[c]);
+      CopyOut(out, ranges_[c]);
+      record(copied_out, c, out);
+      if (c + kRingSlots < n) copy_in(c + kRingSlots);
     }
-    Sync(stream);
+    Sync(in);
+    Sync(out);
     guard.done = true;
   }
 
@@ -128,21 +153,23 @@ class StagedOp : public runtime::Op {
     const Plugin& plugin = gpu_.plugin();
     if (range.whole || range.first == 0) plugin.Check(plugin->stream_wait_event(stream, ready_), "stream_wait_event");
     for (StagedTensor& t : tensors_)
-      if (!t.alias && t.role != Role::kOut) Copy(stream, t.host_view, t.device_view, range);
+      if (!t.alias && t.role != Role::kOut) Copy(stream, t, false, range);
   }
 
   void CopyOut(void* stream, const Range& range) {
     for (StagedTensor& t : tensors_)
-      if (!t.alias && t.role != Role::kIn) Copy(stream, t.device_view, t.host_view, range);
+      if (!t.alias && t.role != Role::kIn) Copy(stream, t, true, range);
   }
 
-  void Copy(void* stream, const TensorView& dst, const TensorView& src, const Range& range) {
-    const size_t elem = DTypeSize(src.dtype);
-    const size_t offset = range.whole ? 0 : range.first * elem;
-    const size_t bytes = range.whole ? src.bytes : range.count * elem;
+  // Copies range between a tensor's device memory and its pinned copy (to_device: which way).
+  void Copy(void* stream, const StagedTensor& t, bool to_device, const Range& range) {
+    const size_t elem = DTypeSize(t.device_view.dtype);
+    const size_t bytes = range.whole ? t.device_view.bytes : range.count * elem;
     if (bytes == 0) return;
-    gpu_.plugin().Check(gpu_.plugin()->memcpy_async(static_cast<char*>(dst.data) + offset,
-                                                    static_cast<const char*>(src.data) + offset, bytes, stream),
+    char* device = static_cast<char*>(t.device_view.data) + (range.whole ? 0 : range.first * elem);
+    char* host = static_cast<char*>(t.host_view.data) + (range.whole ? 0 : range.host_first * elem);
+    gpu_.plugin().Check(gpu_.plugin()->memcpy_async(to_device ? device : host, to_device ? host : device, bytes,
+                                                    stream),
                         "memcpy_async");
     gpu_.staged_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
@@ -211,6 +238,14 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
     return options.nccl(views);
   }
 
+  // Large element-wise ops go in chunks through a ring of pinned slots (RunPipelined);
+  // the others get a pinned copy of each whole tensor.
+  const size_t elem = DTypeSize(args[0].view.dtype);
+  const size_t chunk = std::max<size_t>(1, context.config().gpu_chunk_bytes / elem);
+  const size_t numel = args[0].view.numel;
+  const bool pipelined = options.elementwise && SameElements(args) && numel > chunk;
+  const size_t ring = std::min(numel, kRingSlots * chunk);  // elements of pinned memory per tensor
+
   std::vector<StagedTensor> tensors;
   std::vector<TensorView> host_views;
   for (const TensorArg& a : args) {
@@ -229,7 +264,7 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
       t.host_view.data = primary->host_view.data;
       if (primary->role != a.role) primary->role = Role::kInOut;
     } else {
-      t.buffer = gpu.TakePinned(a.view.bytes);
+      t.buffer = gpu.TakePinned(pipelined ? ring * elem : a.view.bytes);
       t.host_view.data = t.buffer.data();
     }
     host_views.push_back(t.host_view);
@@ -238,16 +273,14 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
 
   std::vector<std::unique_ptr<runtime::Op>> parts;
   std::vector<Range> ranges;
-  const size_t elem = DTypeSize(args[0].view.dtype);
-  const size_t chunk = std::max<size_t>(1, context.config().gpu_chunk_bytes / elem);
-  const size_t numel = args[0].view.numel;
-  if (options.elementwise && SameElements(args) && numel > chunk) {
-    for (size_t first = 0; first < numel; first += chunk) {
+  if (pipelined) {
+    for (size_t first = 0, c = 0; first < numel; first += chunk, ++c) {
       const size_t count = std::min(chunk, numel - first);
+      const size_t slot_first = c % kRingSlots * chunk;
       std::vector<TensorView> views;
-      for (const TensorView& v : host_views) views.push_back(Slice(v, first, count));
+      for (const TensorView& v : host_views) views.push_back(Slice(v, slot_first, count));
       parts.push_back(make(views));
-      ranges.push_back(Range{first, count, false});
+      ranges.push_back(Range{first, count, slot_first, false});
     }
   } else {
     parts.push_back(make(host_views));

@@ -270,6 +270,29 @@ TEST_F(GpuOps, ManyLargeNonblockingAllreducesPipelined) {
   for (auto& x : xs) ExpectSameBytes(*x, "pipelined allreduce");
 }
 
+// A large element-wise op on the staged path pins a ring of a few chunks per tensor, not
+// the whole tensor (review #13), and its copies in and out still land exactly: 100
+// chunks of 4 KiB through 4 slots, out of place (the output's copies out must wait for
+// the caller's stream like the copies in) and in place.
+TEST_F(GpuOps, LargeStagedOpPinsAFewChunksOnly) {
+  const TestDevice& dev = TestDevice::Get();
+  constexpr int64_t n = 100 * 1024;  // float32: 400 KiB, 100 chunks
+  DeviceBuffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
+  in.Fill(rank, 81);
+  ASSERT_OK(starling_allreduce(ctx, &in.host.t, &out.host.t, STARLING_SUM, nullptr));
+  const size_t before = dev.PinnedBytesInUse();
+  ASSERT_OK(starling_allreduce(ctx, &in.t, &out.t, STARLING_SUM, nullptr));
+  ExpectSameBytes(out, "allreduce of 100 chunks");
+  ASSERT_OK(starling_allreduce(ctx, &in.host.t, &in.host.t, STARLING_AVERAGE, nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &in.t, &in.t, STARLING_AVERAGE, nullptr));
+  ExpectSameBytes(in, "in-place allreduce of 100 chunks");
+  if (dev.emulated() && !Tolerant()) {  // the NCCL path pins nothing
+    // Two tensors x 4 slots x 4 KiB, in the pool's smallest blocks (64 KiB), where whole
+    // tensors took 2 x 448 KiB.
+    EXPECT_LE(dev.PinnedBytesInUse() - before, size_t{2 * (64 << 10)}) << "pinned bytes grew by more than the ring";
+  }
+}
+
 // The stream contract: the op starts after the work queued on the caller's stream when
 // it was called, and its result is in device memory when the call returns.
 TEST_F(GpuOps, OperationWaitsForTheCallersStream) {

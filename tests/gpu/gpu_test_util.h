@@ -66,6 +66,8 @@ class TestDevice {
     return sleep_on_stream_ ? sleep_on_stream_(stream, microseconds) : -1;
   }
   // Emulator only (-1 elsewhere): cudaStreamBeginCapture / cudaStreamEndCapture.
+  // Emulator only (0 elsewhere): pinned host memory in use.
+  size_t PinnedBytesInUse() const { return pinned_bytes_in_use_ ? pinned_bytes_in_use_() : 0; }
   int BeginCapture(void* stream) const { return begin_capture_ ? begin_capture_(stream) : -1; }
   int EndCapture(void* stream) const { return end_capture_ ? end_capture_(stream) : -1; }
 
@@ -98,6 +100,7 @@ class TestDevice {
     context_devices_ = reinterpret_cast<unsigned (*)()>(dlsym(handle, "starling_emu_context_devices"));
     concurrent_nccl_ops_ = reinterpret_cast<int (*)()>(dlsym(handle, "starling_emu_concurrent_nccl_ops"));
     device_bytes_in_use_ = reinterpret_cast<size_t (*)(int)>(dlsym(handle, "starling_emu_device_bytes_in_use"));
+    pinned_bytes_in_use_ = reinterpret_cast<size_t (*)()>(dlsym(handle, "starling_emu_pinned_bytes_in_use"));
     begin_capture_ = reinterpret_cast<int (*)(void*)>(dlsym(handle, "starling_emu_stream_begin_capture"));
     end_capture_ = reinterpret_cast<int (*)(void*)>(dlsym(handle, "starling_emu_stream_end_capture"));
     const char* per_rank = std::getenv("STARLING_TEST_GPU_PER_RANK");
@@ -112,6 +115,7 @@ class TestDevice {
   unsigned (*context_devices_)() = nullptr;
   int (*concurrent_nccl_ops_)() = nullptr;
   size_t (*device_bytes_in_use_)(int) = nullptr;
+  size_t (*pinned_bytes_in_use_)() = nullptr;
   int (*begin_capture_)(void*) = nullptr;
   int (*end_capture_)(void*) = nullptr;
   std::string error_;

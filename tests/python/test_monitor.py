@@ -3,6 +3,9 @@ NumPy float64 reference that every rank computes from every rank's gradients, ov
 gradient-averaging optimizers (one extra scalar allreduce, counted) and over a plain
 torch optimizer (the monitor averages the gradients itself); and its bad input."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -153,3 +156,85 @@ def test_bad_input():
         bf.monitor_gradients(delayed, batch_size=4)
     for hook in delayed._hooks:
         hook.remove()
+
+
+# ---- consensus distance and TensorBoard ---------------------------------------------------------
+def test_consensus_distance_against_numpy():
+    def values(r):
+        return np.random.RandomState(40 + r).uniform(-1, 1, (3, 5))
+
+    mine = torch.from_numpy(values(RANK)).to(torch.float32)
+    everyone = np.stack([values(r).astype(np.float32).astype(np.float64) for r in range(SIZE)])
+    expected = np.sqrt(np.mean(np.sum((everyone - everyone.mean(axis=0)) ** 2, axis=(1, 2))))
+    got = bf.consensus_distance(mine, name="cd.test")
+    assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    assert SIZE == 1 or got > 0.1
+    assert bf.consensus_distance(torch.full((4,), 2.5)) == 0.0  # in agreement
+
+
+def test_consensus_distance_bad_input():
+    with pytest.raises(starling.InvalidArgumentError, match="expected a torch.Tensor"):
+        bf.consensus_distance(np.zeros(3))
+    with pytest.raises(starling.InvalidArgumentError, match="floating point"):
+        bf.consensus_distance(torch.zeros(3, dtype=torch.int32))
+    with pytest.raises(starling.InvalidArgumentError, match="name must be a str"):
+        bf.consensus_distance(torch.zeros(3), name=5)
+
+
+class RecordingWriter:
+    """What SummaryWriter.add_scalar receives."""
+
+    def __init__(self):
+        self.scalars = {}
+
+    def add_scalar(self, tag, value, step):
+        self.scalars[(tag, step)] = value
+
+
+def test_write_tensorboard_values():
+    opt, *_ = train("plain", 2, 1, 0.5, "tb-monitor")
+    writer = RecordingWriter()
+    stats = _state.context.stats()
+    written = starling.metrics.write_tensorboard(writer, 7, _state.context, prefix="run")
+    assert written == len(writer.scalars) and written >= 9
+    for key in ("operations", "bytes_sent", "messages_sent", "scratch_bytes"):
+        assert writer.scalars[(f"run/{key}", 7)] == float(stats[key])
+    assert writer.scalars[("run/tb-monitor/variance", 7)] == opt.monitor.variance
+    if SIZE > 1:
+        assert writer.scalars[("run/tb-monitor/noise_scale", 7)] == opt.monitor.noise_scale
+    implicit = RecordingWriter()  # context=None: starling.torch's
+    starling.metrics.write_tensorboard(implicit, 8)
+    assert implicit.scalars[("starling/operations", 8)] == float(_state.context.stats()["operations"])
+    for bad, match in [((object(), 1), "add_scalar"), ((writer, -1), "step must be"),
+                       ((writer, 1, None, ""), "prefix must be")]:
+        with pytest.raises(starling.InvalidArgumentError, match=match):
+            starling.metrics.write_tensorboard(*bad)
+
+
+def test_write_tensorboard_to_a_real_event_file(tmp_path):
+    """With torch.utils.tensorboard (tensorboard installed: the PyPI stage has it through
+    TensorFlow), the scalars land in an event file that TensorBoard reads back."""
+    # torch.utils.tensorboard imports all of TensorFlow where it is installed (15 s);
+    # without it TensorBoard uses its own stub, which writes the same event files.
+    hide = "tensorflow" not in sys.modules
+    if hide:
+        sys.modules["tensorflow"] = None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        if os.environ.get("STARLING_REQUIRE_TENSORFLOW") == "1":  # the PyPI stage: nothing may skip
+            raise
+        pytest.skip("tensorboard is not installed")
+    finally:
+        if hide:
+            del sys.modules["tensorflow"]
+    log_dir = tmp_path / f"rank{RANK}"
+    with SummaryWriter(log_dir=str(log_dir)) as writer:
+        for step in range(3):
+            bf.allreduce(torch.ones(4), name=f"tb.step{step}")
+            starling.metrics.write_tensorboard(writer, step)
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    operations = [e.value for e in events.Scalars("starling/operations")]
+    assert len(operations) == 3 and operations[0] < operations[1] < operations[2]

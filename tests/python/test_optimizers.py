@@ -2,6 +2,7 @@
 (sklearn), split across the ranks, and reaches the test accuracy of the same model
 trained in one process on all the data, within TOLERANCE."""
 
+import time
 import warnings
 
 import numpy as np
@@ -201,6 +202,51 @@ def test_push_sum():
     finally:
         bf.barrier()
         optimizer.unregister_window()
+
+
+@pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")
+def test_push_sum_does_not_wait_for_a_slow_rank():
+    """The last rank takes its first step only once its in-neighbors have taken all of
+    theirs (they tell it through a window put). A barrier per step (BlueFog's push-sum)
+    holds them at their first step: the last rank's wait then times out. Afterwards,
+    with every push collected, the ranks' weights still sum to SIZE (no mass lost or
+    counted twice however far the ranks drifted apart)."""
+    model = new_model()
+    optimizer = bf.DistributedPushSumOptimizer(base_optimizer("sgd", model, 0.5), model)
+    bf.win_create(torch.zeros(1), "pushsum.done", zero_init=True)
+    waited_for_them = True
+    try:
+        if RANK != SIZE - 1:
+            train(model, optimizer, X_SHARD, Y_SHARD, steps=20)
+            bf.win_put(torch.ones(1), "pushsum.done")  # to every out-neighbor
+        else:
+            deadline = time.monotonic() + 20.0
+            while not all(v > 0 for v in bf.get_win_version("pushsum.done").values()):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            waited_for_them = all(v > 0 for v in bf.get_win_version("pushsum.done").values())
+            train(model, optimizer, X_SHARD, Y_SHARD, steps=20)
+        bf.barrier()  # every push has landed: collect the last ones
+        weights = 0.0
+        for p, window in sorted(optimizer._windows.items(), key=lambda item: item[1]):
+            bf.win_update_then_collect(window)
+            weights += float(optimizer._extended[p][-1])
+        total = bf.allreduce(torch.tensor([weights], dtype=torch.float64), average=False, name="pushsum.mass").item()
+    finally:
+        bf.barrier()
+        optimizer.unregister_window()
+        bf.win_free("pushsum.done")
+    assert waited_for_them, "the fast ranks did not finish their steps while the last rank waited (20 s)"
+    parameters = len(optimizer._windows)
+    assert total == pytest.approx(SIZE * parameters, rel=1e-5), f"total weight {total}, expected {SIZE * parameters}"
+
+
+def test_push_sum_force_barrier_must_be_a_bool():
+    model = new_model()
+    with pytest.raises(ValueError, match="force_barrier must be a bool"):
+        bf.DistributedPushSumOptimizer(base_optimizer("sgd", model, 0.5), model, force_barrier="yes")
+    assert bf.get_current_created_window_names() == []
 
 
 @pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")

@@ -1,5 +1,6 @@
 """A Prometheus text endpoint per rank: the context's counters (Context.stats()) and the
-gradient monitors' values (starling.torch.monitor_gradients).
+gradient monitors' values (starling.torch.monitor_gradients); the same values as
+TensorBoard scalars (write_tensorboard).
 
 Off by default. STARLING_METRICS_PORT=P turns it on in starling.torch.init(): each rank
 serves http://<host>:P+local_rank/metrics (so the ranks of one host never collide);
@@ -8,6 +9,7 @@ prometheus_client package, imported only when an endpoint starts.
 """
 
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Iterator, List, Optional
@@ -37,6 +39,41 @@ def register_monitor(monitor: Any) -> None:
     endpoint of this process."""
     with _monitors_lock:
         _monitors.add(monitor)
+
+
+def write_tensorboard(writer: Any, step: int, context: Any = None, prefix: str = "starling") -> int:
+    """Writes the context's counters (Context.stats(), as the endpoint exports them) and
+    every live gradient monitor's values as scalars at global step `step`:
+    <prefix>/<counter> and <prefix>/<monitor name>/{noise_scale,variance}. writer: a
+    torch.utils.tensorboard.SummaryWriter (or anything with add_scalar(tag, value,
+    step)); context: a starling.Context, or None for starling.torch's once initialized
+    (otherwise the monitors only). Local: call it on
+    the ranks that should log (rank 0 alone, or each rank with a writer of its own
+    log_dir). Returns the number of scalars written."""
+    if not callable(getattr(writer, "add_scalar", None)):
+        raise InvalidArgumentError(f"write_tensorboard: writer must have add_scalar(tag, value, step) (a "
+                                   f"torch.utils.tensorboard.SummaryWriter), got {type(writer).__name__}")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise InvalidArgumentError(f"write_tensorboard: step must be an int >= 0, got {step!r}")
+    if not isinstance(prefix, str) or not prefix:
+        raise InvalidArgumentError(f"write_tensorboard: prefix must be a non-empty str, got {prefix!r}")
+    written = 0
+    if context is None:  # starling.torch's, if it is in use (not imported here: torch is optional)
+        context = getattr(sys.modules.get("starling.torch._state"), "context", None)
+    if context is not None:
+        stats = context.stats()
+        for key, _ in _COUNTERS + _GAUGES:
+            writer.add_scalar(f"{prefix}/{key}", float(stats[key]), step)
+            written += 1
+    with _monitors_lock:
+        monitors = sorted(list(_monitors), key=lambda m: m.name)
+    for m in monitors:
+        for key in ("noise_scale", "variance"):
+            value = getattr(m, key)
+            if value is not None:
+                writer.add_scalar(f"{prefix}/{m.name}/{key}", float(value), step)
+                written += 1
+    return written
 
 
 def port_from_environment(local_rank: int) -> Optional[int]:

@@ -71,6 +71,8 @@ STARLING_EMU_API int starling_emu_live_allocations(void);
 STARLING_EMU_API unsigned starling_emu_context_devices(void);
 /* Device memory allocated on `device` and not yet freed (rounded to 256 bytes). */
 STARLING_EMU_API size_t starling_emu_device_bytes_in_use(int device);
+/* Pinned host memory allocated and not yet freed (bytes as requested). */
+STARLING_EMU_API size_t starling_emu_pinned_bytes_in_use(void);
 /* NCCL operations of two communicators that ran at the same time on one device of this
  * process (NCCL's documented deadlock hazard); 0 when operations never overlapped. */
 STARLING_EMU_API int starling_emu_concurrent_nccl_ops(void);

@@ -164,6 +164,15 @@ size_t DeviceBytesInUse(int device) {
   return it != reg.device_bytes.end() ? it->second : 0;
 }
 
+size_t PinnedBytesInUse() {
+  Registry& reg = Reg();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  size_t total = 0;
+  for (const auto& [base, a] : reg.live)
+    if (a.kind == STARLING_MEMORY_PINNED) total += a.bytes;
+  return total;
+}
+
 size_t LiveAllocations() {
   Registry& reg = Reg();
   std::lock_guard<std::mutex> lock(reg.mu);

@@ -27,6 +27,8 @@ int Allocate(const char* fn, int kind, int device, size_t bytes, void** ptr);
 int AllocationContext(const void* ptr);
 // Bytes of device memory allocated on `device` and not freed.
 size_t DeviceBytesInUse(int device);
+// Pinned host memory allocated and not yet freed (bytes as requested).
+size_t PinnedBytesInUse();
 // Unregisters and poisons ptr, which must be the start of a live allocation of one of the
 // kinds in kind_mask (bit 1 << kind). nullptr is accepted, like cudaFree(NULL).
 int Release(const char* fn, void* ptr, unsigned kind_mask);

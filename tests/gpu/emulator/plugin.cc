@@ -252,6 +252,8 @@ unsigned starling_emu_context_devices(void) { return ContextDevices(); }
 
 size_t starling_emu_device_bytes_in_use(int device) { return DeviceBytesInUse(device); }
 
+size_t starling_emu_pinned_bytes_in_use(void) { return PinnedBytesInUse(); }
+
 int starling_emu_concurrent_nccl_ops(void) { return NcclConcurrentOps(); }
 
 const char* starling_emu_last_error(void) { return LastError(); }

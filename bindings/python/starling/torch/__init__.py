@@ -32,7 +32,7 @@ from .utility import allreduce_parameters, broadcast_optimizer_state, broadcast_
 from . import horovod
 from .horovod import *  # noqa: F401,F403,E402
 from .horovod_optimizer import DistributedOptimizer
-from .monitor import GradientMonitor, monitor_gradients
+from .monitor import GradientMonitor, consensus_distance, monitor_gradients
 
 __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.__all__) + list(
     adaptive_optimizer.__all__) + list(
@@ -44,4 +44,4 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
     "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
 ] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer",
-                                                                      "GradientMonitor", "monitor_gradients"]
+                                                                      "GradientMonitor", "monitor_gradients", "consensus_distance"]

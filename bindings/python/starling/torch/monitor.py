@@ -96,6 +96,25 @@ def measure_by_averaging(m: GradientMonitor, grads: List[torch.Tensor], size: in
     return average
 
 
+def consensus_distance(tensor: torch.Tensor, name: Optional[str] = None) -> float:
+    """How far the ranks' copies of tensor are from agreeing: sqrt(mean_i norm(x_i - xbar)^2),
+    xbar the average over the ranks (the quantity decentralized SGD's analysis tracks;
+    0 when every rank holds the same values). Computed in float64 from one allreduce of
+    the tensor and one of a scalar; collective, the same value on every rank."""
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidArgumentError(f"consensus_distance: expected a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        raise InvalidArgumentError(f"consensus_distance: the tensor must be floating point, got {tensor.dtype}")
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgumentError(f"consensus_distance: name must be a str or None, got {name!r}")
+    label = name if name is not None else f"consensus{_monitor_names()}"
+    x = tensor.detach().to(torch.float64)
+    mean = mpi_ops.allreduce(x, average=True, name=f"starling.consensus.{label}.mean")
+    local = torch.sum((x - mean) ** 2).reshape(1)
+    spread = mpi_ops.allreduce(local, average=True, name=f"starling.consensus.{label}.spread")
+    return float(torch.sqrt(spread[0]).item())
+
+
 def _grads(optimizer: Any) -> List[torch.Tensor]:
     """The gradients of every parameter (zeros where a rank has none, as the gradient
     allreduce does), in parameter-group order: the same on every rank."""

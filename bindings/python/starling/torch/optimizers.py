@@ -548,12 +548,20 @@ class _PushSum(_Windowed):
     """Push-sum (gradient push): each parameter travels as [x, w] (numerator and
     weight); the estimate is x / w. Forward hooks accumulate a share into the
     out-neighbors' windows; step() keeps self_weight of the rest, collects what arrived
-    and divides."""
+    and divides.
 
-    force_barrier = True
+    No step waits for another rank (BlueFog's push-sum took a barrier every step, so
+    every rank ran at the pace of the slowest): accumulates land in the targets' buffers
+    and are collected atomically under the window mutex whenever the target steps, so
+    the total mass sum(w) is conserved however far the ranks drift apart, and x / w
+    stays an average of the ranks' parameters (asynchronous push-sum, as in Stochastic
+    Gradient Push). force_barrier = True (or the factory's argument) restores lockstep."""
 
-    def __init__(self, params: Any, model: Any, num_steps_per_communication: int) -> None:
+    def __init__(self, params: Any, model: Any, num_steps_per_communication: int, force_barrier: bool) -> None:
         super().__init__(params)
+        if not isinstance(force_barrier, bool):
+            raise ValueError(f"force_barrier must be a bool, got {force_barrier!r}")
+        self.force_barrier = force_barrier
         self._setup(model, num_steps_per_communication)
         self._reset_weights()
         self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype, device=p.device)])
@@ -639,9 +647,12 @@ def DistributedPullGetOptimizer(optimizer: torch.optim.Optimizer, model: Any,  #
 
 
 def DistributedPushSumOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
-                                num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
-    """Push-sum over windows: converges on directed graphs that are not doubly stochastic."""
-    return _wrap(optimizer, _PushSum, model, num_steps_per_communication)
+                                num_steps_per_communication: int = 1,
+                                force_barrier: bool = False) -> torch.optim.Optimizer:
+    """Push-sum over windows: converges on directed graphs that are not doubly stochastic.
+    Asynchronous: no step waits for a slow rank, unless force_barrier (BlueFog's default)
+    puts a barrier before every step's averaging."""
+    return _wrap(optimizer, _PushSum, model, num_steps_per_communication, force_barrier)
 
 
 def _deprecated(name: str, kind: CommunicationType) -> Callable[..., torch.optim.Optimizer]:
