@@ -1,5 +1,8 @@
 // Contexts and requests: glue only.
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "capi/private/api.h"
 #include "capi/private/objects.h"
@@ -95,9 +98,14 @@ STARLING_API const char* starling_config_string(void) {
   // CUDA tensor, never by this call); the contexts' shared-memory lines on each call.
   static const std::string table = DescribeConfig([](const char* name) { return std::getenv(name); }) +
                                    "device plugin: " + device::StatusLine() + "\n";
-  static thread_local std::string text;
-  text = table + transport::shm::SummaryLines();
-  return text.c_str();
+  // Each distinct text is kept for the life of the process, so every pointer returned
+  // stays valid, as it did before the shm lines (texts change only as contexts come and
+  // go, so there are few).
+  static std::mutex mutex;
+  static std::set<std::string> texts;
+  std::string text = table + transport::shm::SummaryLines();
+  std::lock_guard<std::mutex> lock(mutex);
+  return texts.insert(std::move(text)).first->c_str();
 }
 
 STARLING_API starling_status_t starling_set_cuda_stream(void* stream) {

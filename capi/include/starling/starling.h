@@ -105,8 +105,8 @@ STARLING_API const char* starling_last_error(void);
 /* The table of STARLING_* environment variables: name, value in effect, default and
  * meaning, one per line (read once per process), then a line per live context saying
  * which of its same-host ranks can share memory ("shm: on (ranks 0-3 on host vm)",
- * "shm: off (STARLING_SHM=0)", "shm: on (...) except off for 1<->2 (why)"). Thread-local
- * text, valid until this thread calls it again. Never NULL. */
+ * "shm: off (STARLING_SHM=0)", "shm: on (...) except off for 1<->2 (why)"). The text
+ * stays valid for the life of the process. Never NULL. */
 STARLING_API const char* starling_config_string(void);
 
 /* ---------------------------------------------------------------------------------
