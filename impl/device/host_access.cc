@@ -1,6 +1,5 @@
 #include "impl/device/host_access.h"
 
-
 namespace starling::device {
 
 HostAccess::~HostAccess() {

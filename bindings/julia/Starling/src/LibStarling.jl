@@ -349,7 +349,10 @@ function starling_last_error()
 end
 
 # The table of STARLING_* environment variables: name, value in effect, default and
-# meaning, one per line. Static text, read once per process. Never NULL.
+# meaning, one per line (read once per process), then a line per live context saying
+# which of its same-host ranks can share memory ("shm: on (ranks 0-3 on host vm)",
+# "shm: off (STARLING_SHM=0)", "shm: on (...) except off for 1<->2 (why)"). The text
+# stays valid for the life of the process. Never NULL.
 function starling_config_string()
     ccall((:starling_config_string, libstarling), Ptr{Cchar}, ())
 end

@@ -111,8 +111,12 @@ class AdaptiveSGD(_Decentralized):
         """From rank 0's parameters and optimizer state on, synchronous SGD."""
         self.switched_at = self._steps
         if self._active:
-            utility.broadcast_parameters([(name, p.data) for name, p in self._named], 0)
-            utility.broadcast_optimizer_state(self, 0)
+            self._take_rank0s()
+
+    def _take_rank0s(self) -> None:
+        """Rank 0's parameters and optimizer state, everywhere."""
+        utility.broadcast_parameters([(name, p.data) for name, p in self._named], 0)
+        utility.broadcast_optimizer_state(self, 0)
 
     def _average_gradients(self, average: Optional[torch.Tensor]) -> None:
         """p.grad = the average over ranks (average: already computed, flat, in
@@ -140,7 +144,7 @@ class AdaptiveSGD(_Decentralized):
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """One step of the current phase (see the class). Returns the closure's loss, if any."""
         if self._after_repair() and self.switched_at is not None and self._active:
-            self._switch_again_after_repair()
+            self._take_rank0s()  # a rank died mid-step: the survivors may differ by that step
         average = None
         if self.switched_at is None:
             switch = self.change_step is not None and self._steps >= self.change_step
@@ -157,11 +161,6 @@ class AdaptiveSGD(_Decentralized):
             self._average_gradients(average)
         self._steps += 1
         return super().step(closure)
-
-    def _switch_again_after_repair(self) -> None:
-        """A rank died mid-step: the survivors may differ by that step; rank 0's again."""
-        utility.broadcast_parameters([(name, p.data) for name, p in self._named], 0)
-        utility.broadcast_optimizer_state(self, 0)
 
 
 def DistributedAdaptiveSGDOptimizer(  # noqa: N802
