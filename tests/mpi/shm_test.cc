@@ -10,20 +10,10 @@
 #include <string>
 
 #include "test_util.h"
+#include "world.h"
 
 namespace starling_test {
 namespace {
-
-int WorldRank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int WorldSize() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 bool ShmDisabled() {
   const char* v = std::getenv("STARLING_SHM");
