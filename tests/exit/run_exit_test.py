@@ -44,10 +44,14 @@ def main():
         problems.append("rank 0 printed no T_LEAVE line")
     elif took > args.bound:
         problems.append(f"the job ended {took:.2f} s after rank 0 left (bound {args.bound} s)")
-    errors = [line for line in out.splitlines() if ERROR_LINE.match(line)]
+    # Rank 0's stdout and the ranks' stderr reach mpirun on separate channels, so the
+    # T_LEAVE line can land inside another line (seen: 'Exception in thread "main" ' then
+    # T_LEAVE, then the exception class). It is one write ending in a newline: cut it out.
+    shown_out = re.sub(r"T_LEAVE [0-9]+\.[0-9]+\n?", "", out)
+    errors = [line for line in shown_out.splitlines() if ERROR_LINE.match(line)]
     if args.first:
         # A traceback's first line says nothing of whose it is: take the exception line.
-        exceptions = [line for line in out.splitlines()
+        exceptions = [line for line in shown_out.splitlines()
                       if re.match(r"^(\w+\.)*\w*(Error|Exception)\b|^PEER ", line)]
         if not exceptions or not re.search(args.first, exceptions[0]):
             problems.append(f"the first error shown is {exceptions[0] if exceptions else None!r}, "
