@@ -11,12 +11,33 @@ WaitMonitor::WaitMonitor(Context& context, const LazyText& what, uint64_t sequen
     : context_(context),
       what_(what),
       sequence_(sequence),
-      start_(std::chrono::steady_clock::now()),
+      last_check_(std::chrono::steady_clock::now()),
       next_warning_(context.config().stall_warning_seconds),
       next_probe_(context.config().peer_check_seconds) {}
 
-double WaitMonitor::waited_seconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+namespace {
+// Every wait checks its deadlines every few milliseconds. A longer gap means this
+// process did not run: it was stopped (SIGSTOP, a debugger), its virtual machine was
+// paused by the host, or the computer slept. Its peers could not be heard meanwhile,
+// so the pause must not count as their silence: of each gap, at most this much counts
+// toward the stall warning, the timeout and the heartbeat's verdict. (Seen on a 2-core
+// VM whose host froze both vCPUs for 30-110 s: every waiting rank then timed out at
+// once, blaming a peer that had answered the moment the VM resumed.)
+constexpr double kMaxCountedGapSeconds = 0.25;
+}  // namespace
+
+double WaitMonitor::Advance() {
+  const auto now = std::chrono::steady_clock::now();
+  const double gap = std::chrono::duration<double>(now - last_check_).count();
+  last_check_ = now;
+  if (gap > kMaxCountedGapSeconds) {
+    STARLING_LOG_DEBUG(what_(), ": this process did not run for ", gap, " s; ", kMaxCountedGapSeconds,
+                       " s of it count toward the deadlines");
+    // The heartbeat's silence is measured from the first ping after the pause.
+    heartbeat_start_ = std::chrono::steady_clock::time_point{};
+  }
+  waited_ += std::min(gap, kMaxCountedGapSeconds);
+  return waited_;
 }
 
 void WaitMonitor::CheckAborted() const {
@@ -40,7 +61,7 @@ constexpr double kHeartbeatCheckSeconds = 0.01;
 void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
   CheckAborted();
   const Config& config = context_.config();
-  const double waited = waited_seconds();
+  const double waited = Advance();
   if (waited >= kNoticeAfterSeconds) {
     // Another rank found a peer gone and told everyone: a wait for a survivor that
     // stopped at that failure would otherwise last until the timeout.

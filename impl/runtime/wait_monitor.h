@@ -46,7 +46,10 @@ class WaitMonitor {
   void ExplainTransportFailure(const Error& error, const std::function<Awaited()>& awaited);
 
  private:
-  double waited_seconds() const;
+  // Seconds this wait has been able to wait: a gap between two checks longer than
+  // kMaxCountedGapSeconds means this process was not running (see the .cc), and only
+  // that much of it counts. Call once per Check.
+  double Advance();
   // The heartbeat (runtime/heartbeat.h): pings the awaited ranks and throws
   // Error(kPeerFailed) naming those silent for its timeout.
   void CheckHeartbeat(const std::function<Awaited()>& awaited, double waited);
@@ -56,7 +59,8 @@ class WaitMonitor {
   Context& context_;
   const LazyText& what_;
   uint64_t sequence_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_check_;
+  double waited_ = 0;
   double next_warning_;
   double next_probe_;
   double next_failure_poll_ = 0;  // ULFM: when to ask MPI for failed ranks again

@@ -165,6 +165,29 @@ TEST_F(Timeout, BusyPeerTimesOutNamingItAsRunning) {
   }
 }
 
+// Rank 0's own process is paused while it waits (here SIGSTOP from rank 1; a virtual
+// machine paused by its host, a computer that slept or a debugger do the same) for 4 s,
+// longer than the 1.5 s timeout. Its peers could not be heard while it did not run, so
+// the pause does not count: once continued, it completes the allreduce with rank 1.
+TEST_F(Timeout, PausedWaiterDoesNotBlameItsPeers) {
+  const std::vector<int> pids = AllPids();
+  for (size_t i = 0; i < 4; ++i) x.set(i, 1.0);
+  if (rank == 0) {
+    const auto start = Clock::now();
+    EXPECT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after_pause"));
+    EXPECT_GT(Since(start), 3.9);  // it really was paused
+    EXPECT_EQ(x.get(0), 2.0);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by now
+    kill(pids[0], SIGSTOP);
+    ASSERT_TRUE(WaitUntilStopped(pids[0])) << "rank 0 did not stop";
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    kill(pids[0], SIGCONT);
+    EXPECT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after_pause"));
+    EXPECT_EQ(x.get(0), 2.0);
+  }
+}
+
 // Without a timeout the operation waits; the warning names the stopped rank and says
 // it is stopped. Rank 0 continues rank 1 after 2 s and the allreduce then completes.
 TEST_F(Stall, WarningNamesAStoppedPeer) {
