@@ -20,9 +20,9 @@ namespace {
 // process did not run: it was stopped (SIGSTOP, a debugger), its virtual machine was
 // paused by the host, or the computer slept. Its peers could not be heard meanwhile,
 // so the pause must not count as their silence: of each gap, at most this much counts
-// toward the stall warning, the timeout and the heartbeat's verdict. (Seen on a 2-core
-// VM whose host froze both vCPUs for 30-110 s: every waiting rank then timed out at
-// once, blaming a peer that had answered the moment the VM resumed.)
+// toward the stall warning, the timeout and the heartbeat's verdict. (Before, a rank
+// stopped for longer than the timeout failed the moment it was continued, blaming a
+// peer that was ready: Timeout.PausedWaiterDoesNotBlameItsPeers.)
 constexpr double kMaxCountedGapSeconds = 0.25;
 }  // namespace
 
