@@ -7,14 +7,6 @@
 
 namespace starling::runtime {
 
-WaitMonitor::WaitMonitor(Context& context, const LazyText& what, uint64_t sequence)
-    : context_(context),
-      what_(what),
-      sequence_(sequence),
-      last_check_(std::chrono::steady_clock::now()),
-      next_warning_(context.config().stall_warning_seconds),
-      next_probe_(context.config().peer_check_seconds) {}
-
 namespace {
 // Every wait checks its deadlines every few milliseconds. A longer gap means this
 // process did not run: it was stopped (SIGSTOP, a debugger), its virtual machine was
@@ -24,7 +16,19 @@ namespace {
 // stopped for longer than the timeout failed the moment it was continued, blaming a
 // peer that was ready: Timeout.PausedWaiterDoesNotBlameItsPeers.)
 constexpr double kMaxCountedGapSeconds = 0.25;
+// A wait shorter than this is not a stall: failure notices are not even looked at.
+constexpr double kNoticeAfterSeconds = 0.01;
+constexpr double kFailurePollSeconds = 0.002;
+constexpr double kHeartbeatCheckSeconds = 0.01;
 }  // namespace
+
+WaitMonitor::WaitMonitor(Context& context, const LazyText& what, uint64_t sequence)
+    : context_(context),
+      what_(what),
+      sequence_(sequence),
+      last_check_(std::chrono::steady_clock::now()),
+      next_warning_(context.config().stall_warning_seconds),
+      next_probe_(context.config().peer_check_seconds) {}
 
 double WaitMonitor::Advance() {
   const auto now = std::chrono::steady_clock::now();
@@ -45,13 +49,6 @@ void WaitMonitor::CheckAborted() const {
   if (context_.aborted()) Fail(Code::kAborted, "aborted while waiting for peers (starling_context_abort)");
   context_.CheckUsable();  // a peer failure found by another wait: this one ends too
 }
-
-namespace {
-// A wait shorter than this is not a stall: failure notices are not even looked at.
-constexpr double kNoticeAfterSeconds = 0.01;
-constexpr double kFailurePollSeconds = 0.002;
-constexpr double kHeartbeatCheckSeconds = 0.01;
-}  // namespace
 
 [[noreturn]] void WaitMonitor::PeerFailed(const std::string& reason) {
   context_.MarkBroken(reason, Code::kPeerFailed);
