@@ -47,7 +47,11 @@ const std::vector<ConfigVar> kTable = {
     {"STARLING_GPU_SCRATCH_BYTES", nullptr, "67108864",
      "bytes: the most device memory the NCCL path uses as scratch per operation (float16/bfloat16/int16 allreduce, floating MIN/MAX, neighbor_allreduce work in chunks that fit it) and keeps pooled per context"},
     {"STARLING_SHM", nullptr, "1",
-     "1: when a context is created, ranks on one host check (with a real shared-memory segment, once per pair) that they can share memory, and starling_config_string reports the outcome per pair and why (operations still move data through MPI so far); 0: no probe (reported as off)"},
+     "1: when a context is created, ranks on one host check (with a real shared-memory segment, once per pair) that they can share memory, and starling_config_string reports the outcome per pair and why; the data of neighbor operations between such pairs then goes through shared memory (see STARLING_SHM_BUFFER_BYTES); 0: no probe, every byte through MPI (reported as off)"},
+    {"STARLING_SHM_BUFFER_BYTES", nullptr, "268435456",
+     "bytes: the largest neighbor payload (one exchange's data for one peer) that goes through shared memory between ranks of one host; larger ones travel through MPI. Each rank's two buffers are reserved in /dev/shm as payloads first reach a size (at most twice the largest payload per buffer, kept until the context is destroyed); 0: neighbor data always through MPI"},
+    {"STARLING_SHM_MIN_BYTES", nullptr, "0",
+     "bytes: neighbor payloads smaller than this travel inside their MPI message even between ranks that share memory"},
     {"STARLING_DEVICE_PLUGIN", nullptr, "",
      "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
@@ -128,6 +132,11 @@ Config ParseConfig(const EnvLookup& lookup) {
       const std::string v = value;
       STARLING_CHECK_ARG(v == "0" || v == "1", used, "='", value, "' is not 0 or 1");
       config.shm = v == "1";
+    } else if (name == "STARLING_SHM_BUFFER_BYTES") {
+      config.shm_buffer_bytes = ParseBytes(used, value, 0);
+      STARLING_CHECK_ARG(config.shm_buffer_bytes <= (size_t{1} << 40), used, "='", value, "' exceeds 1 TiB");
+    } else if (name == "STARLING_SHM_MIN_BYTES") {
+      config.shm_min_bytes = ParseBytes(used, value, 0);
     }
     else if (name == "STARLING_GPU_PATH") {
       const std::string v = value;

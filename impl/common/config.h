@@ -30,6 +30,8 @@ struct Config {
   size_t gpu_chunk_bytes = 4u << 20;    // staged copies of large CUDA tensors go in chunks of this size
   size_t gpu_scratch_bytes = 64u << 20; // NCCL-path device scratch per operation (and pooled) at most
   bool shm = true;                      // probe shared memory between same-host ranks at creation
+  size_t shm_min_bytes = 0;             // neighbor data below this travels in MPI messages
+  size_t shm_buffer_bytes = 256u << 20; // largest neighbor payload through shared memory; 0: none
 };
 
 struct ConfigVar {

@@ -1,20 +1,147 @@
 #include "impl/ops/neighbor_exchange.h"
 
 #include <cstring>
+#include <set>
+
+#include "impl/runtime/wait_monitor.h"
+#include "impl/transport/shm/links.h"
 
 namespace starling::ops {
 namespace {
 
+using transport::shm::NeighborLinks;
 
-// `keep` holds the frame payload (and packed data) until the sends complete.
-// Small frames carry table and data in one message. Otherwise the table travels
-// alone and the data follows as ONE message: a single segment straight from the
-// caller's tensor, several (a fused group) packed together.
+// Where this exchange's data went in the sender's outbox: its publication number and
+// each outgoing segment's offset.
+struct Published {
+  uint32_t number = 0;
+  std::vector<uint64_t> offsets;
+};
+
+// Segments start on 64-byte boundaries in an outbox buffer (aligned vector loads).
+constexpr size_t kShmAlign = 64;
+size_t AlignUp(size_t bytes) { return (bytes + kShmAlign - 1) / kShmAlign * kShmAlign; }
+
+// How long a writer waits for a reader to release the buffer it needs before it sends
+// that exchange through MPI instead. Readers release a publication as soon as they have
+// combined it, and never block on a peer while they hold one (Detach below), so in
+// practice this is a lagging or descheduled reader; giving up after a bounded time keeps
+// every other case (a reader blocked on an MPI send to this rank) from deadlocking.
+constexpr double kGiveUpSeconds = 0.1;
+
+// The checks of every wait for peers (abort, STARLING_TIMEOUT_SECONDS, a gone peer,
+// stall warnings), for a wait on shared-memory counters.
+class SharedWait {
+ public:
+  SharedWait(runtime::Context& context, const LazyText& what, std::set<int> ranks, const char* doing)
+      : context_(context), monitor_(context, what, context.sequence()), ranks_(std::move(ranks)), doing_(doing) {
+    policy.spin_seconds = context.config().spin_microseconds * 1e-6;
+    policy.slice_seconds = 0.001;  // abort and the deadlines are looked at every millisecond
+    check = [this] {
+      monitor_.CheckAborted();
+      context_.ServiceBackground();
+      monitor_.Check([this] {
+        runtime::Awaited a;
+        a.ranks = ranks_;
+        std::string list;
+        for (int r : ranks_) list += Str(list.empty() ? "" : ", ", r);
+        a.text = Str("rank(s) ", list, " (", doing_, ")");
+        return a;
+      });
+    };
+  }
+  transport::shm::WaitPolicy policy;
+  std::function<void()> check;
+
+ private:
+  runtime::Context& context_;
+  runtime::WaitMonitor monitor_;
+  std::set<int> ranks_;
+  const char* doing_;
+};
+
+// Publishes the outgoing data once for every destination linked through shared memory
+// (the readers), or returns false: none linked, below STARLING_SHM_MIN_BYTES, too large,
+// or the buffer still held by a reader after kGiveUpSeconds (then the frames carry the
+// data, as on the MPI path).
+bool Publish(runtime::Context& context, NeighborLinks* links, const std::vector<int>& destinations,
+             const std::vector<Outgoing>& outgoing, const LazyText& what, Published* published) {
+  if (links == nullptr) return false;
+  std::vector<uint32_t> readers;
+  std::set<int> ranks;
+  for (int d : destinations) {
+    if (!links->linked(d)) continue;
+    readers.push_back(links->reader_index(d));
+    ranks.insert(d);
+  }
+  if (readers.empty()) return false;
+  size_t total = 0;
+  std::vector<uint64_t> offsets;
+  for (const Outgoing& o : outgoing) {
+    offsets.push_back(total);
+    total = AlignUp(total + o.info.bytes);
+  }
+  if (total == 0 || total < context.config().shm_min_bytes) return false;
+  SharedWait wait(context, what, std::move(ranks), "not releasing this rank's shared-memory buffer");
+  char* buffer = links->own().Begin(total, readers, kGiveUpSeconds, wait.policy, wait.check);
+  if (buffer == nullptr) return false;
+  for (size_t i = 0; i < outgoing.size(); ++i)
+    if (outgoing[i].info.bytes > 0) std::memcpy(buffer + offsets[i], outgoing[i].data, outgoing[i].info.bytes);
+  published->number = links->own().Publish();
+  published->offsets = std::move(offsets);
+  return true;
+}
+
+// A receiver's hold on one publication of a peer's outbox: released (with every earlier
+// one) when the last segment read from it is dropped.
+class Lease {
+ public:
+  Lease(std::shared_ptr<NeighborLinks> links, int peer, uint32_t number)
+      : links_(std::move(links)), peer_(peer), number_(number) {}
+  ~Lease() {
+    try {
+      links_->outbox_of(peer_).Release(links_->my_index_in(peer_), number_);
+    } catch (...) {  // an index checked when linked: cannot happen
+    }
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
+ private:
+  std::shared_ptr<NeighborLinks> links_;
+  int peer_;
+  uint32_t number_;
+};
+
+// Reads a segment from `source`'s outbox. Its publication was made before the frame
+// announcing it was sent, so it is visible at once; the wait is bounded all the same
+// by the checks every wait for peers has (abort, timeout, a gone peer).
+const char* ReadShared(runtime::Context& context, const NeighborLinks& links, int source, const SegmentInfo& info,
+                       const LazyText& what) {
+  SharedWait wait(context, what, {source}, "its shared-memory publication is not visible");
+  return links.outbox_of(source).Read(info.shm_publication, info.shm_offset, info.bytes, wait.policy, wait.check);
+}
+
+// Copies a segment still in a peer's outbox into scratch and lets the publication go.
+// Done to everything held before this rank waits for more frames, so a rank never
+// blocks while holding a peer's buffer (the peer may need it back to send what this
+// rank waits for: ranks that fuse differently).
+void Detach(runtime::Context& context, Segment& segment) {
+  if (!segment.lease) return;
+  auto copy = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(segment.info.bytes));
+  if (segment.info.bytes > 0) std::memcpy(copy->data(), segment.data, segment.info.bytes);
+  segment.storage = std::move(copy);
+  segment.data = segment.storage->data();
+  segment.lease.reset();
+}
+
+// `shared`: the data is in this rank's outbox (the frame carries the table only).
 void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<Outgoing>& outgoing,
-          std::vector<std::vector<char>>& keep) {
+          const Published* shared, std::vector<std::vector<char>>& keep) {
   const size_t table_bytes = outgoing.size() * sizeof(SegmentInfo);
   size_t data_bytes = 0;
-  for (const Outgoing& o : outgoing) data_bytes += o.info.bytes;
+  if (shared == nullptr)
+    for (const Outgoing& o : outgoing) data_bytes += o.info.bytes;
   const bool packed = table_bytes + data_bytes <= ex.inline_bytes();
   keep.emplace_back(table_bytes + (packed ? data_bytes : 0));
   std::vector<char>& payload = keep.back();
@@ -22,8 +149,13 @@ void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<O
   for (size_t i = 0; i < outgoing.size(); ++i) {
     SegmentInfo info = outgoing[i].info;
     info.weight = weight;
+    if (shared != nullptr) {
+      info.in_shm = 1;
+      info.shm_publication = shared->number;
+      info.shm_offset = shared->offsets[i];
+    }
     std::memcpy(payload.data() + i * sizeof(SegmentInfo), &info, sizeof info);
-    if (packed && info.bytes > 0) {
+    if (packed && shared == nullptr && info.bytes > 0) {
       std::memcpy(cursor, outgoing[i].data, info.bytes);
       cursor += info.bytes;
     }
@@ -94,14 +226,25 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
                                                    const std::vector<int>& sources,
                                                    const std::vector<uint64_t>& seqs, const LazyText& what) {
   Mailbox& mailbox = context.Extension<Mailbox>();
+  const std::shared_ptr<NeighborLinks> links = context.shm_links();  // kept for the leases
+  Published published;
+  const bool shared = Publish(context, links.get(), destinations, outgoing, what, &published);
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());
-  for (size_t d = 0; d < destinations.size(); ++d)
-    Send(sends, context.rank(), destinations[d], destination_weights[d], outgoing, keep);
+  for (size_t d = 0; d < destinations.size(); ++d) {
+    const bool linked = shared && links->linked(destinations[d]);
+    Send(sends, context.rank(), destinations[d], destination_weights[d], outgoing, linked ? &published : nullptr,
+         keep);
+  }
 
   std::vector<std::vector<Segment>> result(sources.size());
   while (!TakeFromMailbox(mailbox, sources, seqs, result, what)) {
+    if (links) {
+      for (auto& segments : result)
+        for (Segment& segment : segments) Detach(context, segment);
+      mailbox.ForEach([&](Segment& segment) { Detach(context, segment); });
+    }
     // One more frame from every source still missing segments.
     Exchange ex(context, transport::Channel::kCollective, what);
     std::vector<int> frames(sources.size(), -1);
@@ -120,12 +263,25 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
       std::shared_ptr<runtime::ScratchPool::Buffer> storage =
           table.packed ? ex.TakeFrameStorage(frames[s]) : ex.TakeFrameTrailer(frames[s]);
       const char* cursor = table.packed ? ex.payload(frames[s]) + table.table_bytes : storage->data();
+      std::shared_ptr<Lease> lease;  // one per frame: its segments share one publication
       for (const SegmentInfo& info : table.entries) {
         Segment segment;
         segment.info = info;
-        segment.storage = storage;
-        segment.data = cursor;
-        cursor += info.bytes;
+        if (info.in_shm) {
+          STARLING_CHECK(links && links->linked(sources[s]) &&
+                             (!lease || info.shm_publication == table.entries[0].shm_publication),
+                         Code::kTransport, what(), ": rank ", sources[s],
+                         " announced data in shared memory that this rank cannot read (",
+                         links && links->linked(sources[s]) ? "two publications in one frame"
+                                                             : "the two ranks share no memory", ")");
+          if (!lease) lease = std::make_shared<Lease>(links, sources[s], info.shm_publication);
+          segment.lease = lease;
+          segment.data = ReadShared(context, *links, sources[s], info, what);
+        } else {
+          segment.storage = storage;
+          segment.data = cursor;
+          cursor += info.bytes;
+        }
         arrived[s].push_back(std::move(segment));
       }
     }

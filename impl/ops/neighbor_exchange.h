@@ -5,6 +5,15 @@
 // receiver takes, per source, exactly the segments of the operations it is running and
 // keeps any that arrived early in the context's mailbox. So fusion needs no
 // negotiation between ranks.
+//
+// Between ranks of one host that share memory (runtime Context::shm_links), the data
+// does not travel in the frame: the sender publishes it once into its outbox
+// (transport/shm/outbox.h) and flags the table entries; each receiver reads it there
+// directly. The frames still go through MPI, small (a table only), and keep doing what
+// they did: ordering, fusion and every mismatch check, including a rank calling another
+// operation, work exactly as on the MPI path. Because the sender chooses per exchange
+// and says so in the frame, ranks can never disagree on the path (tensor sizes,
+// thresholds and buffer capacity are the sender's business).
 #pragma once
 
 #include <deque>
@@ -22,6 +31,7 @@ namespace starling::ops {
 struct Segment {
   SegmentInfo info;
   std::shared_ptr<runtime::ScratchPool::Buffer> storage;  // keeps `data` alive
+  std::shared_ptr<void> lease;  // data in a peer's outbox: released when the last goes
   const char* data = nullptr;
 };
 
@@ -35,6 +45,11 @@ struct Outgoing {
 class Mailbox {
  public:
   std::deque<Segment>& from(int rank) { return stash_[rank]; }
+  template <typename F>
+  void ForEach(F f) {
+    for (auto& entry : stash_)
+      for (Segment& segment : entry.second) f(segment);
+  }
 
  private:
   std::unordered_map<int, std::deque<Segment>> stash_;

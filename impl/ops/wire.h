@@ -140,12 +140,18 @@ struct SegmentInfo {
   uint32_t shape_hash = 0;  // allgather: trailing dimensions
   OpKind kind = OpKind::kNone;
   uint8_t dtype = 0;
-  uint8_t reserved[2] = {};
+  uint8_t reserved[2] = {};  // op-specific (CHOCO: its codec)
+  // 1: the data is not in the frame but in the sender's shared-memory outbox
+  // (transport/shm/outbox.h), in publication `shm_publication` at `shm_offset`.
+  uint8_t in_shm = 0;
+  uint8_t padding[3] = {};
+  uint32_t shm_publication = 0;
+  uint64_t shm_offset = 0;
 };
 
 // A neighbor frame (header.sig.kind == kNeighborFrame): header.sig.count table entries
-// at the start of its payload, then their data, packed in the payload (header.aux == 0)
-// or following as the frame's trailer of header.aux bytes.
+// at the start of its payload, then the data of those not in shared memory, packed in
+// the payload (header.aux == 0) or following as the frame's trailer of header.aux bytes.
 struct NeighborTable {
   std::vector<SegmentInfo> entries;
   bool packed = true;

@@ -24,6 +24,7 @@
 #include "impl/runtime/scratch.h"
 #include "impl/runtime/timeline.h"
 #include "impl/transport/mpi/mpi_transport.h"
+#include "impl/transport/shm/links.h"
 #include "impl/transport/shm/probe.h"
 
 namespace starling::runtime {
@@ -106,8 +107,11 @@ class Context {
   const transport::Layout& layout() const { return layout_; }
   const Config& config() const { return config_; }
   // Which same-host peers can share memory, and why not (probed once at creation;
-  // unknown after a repair or grow). Operations do not use it yet.
+  // unknown after a repair or grow).
   const transport::shm::ProbeResult& shm() const { return shm_; }
+  // The outboxes through which neighbor exchanges move data between same-host peers
+  // (ops/neighbor_exchange.cc), or null: no linked peer (or forgotten after a repair).
+  const std::shared_ptr<transport::shm::NeighborLinks>& shm_links() const { return shm_links_; }
   transport::Transport& transport() { return *transport_; }
   Engine& engine() { return *engine_; }
 
@@ -270,6 +274,7 @@ class Context {
 
   Config config_;
   transport::shm::ProbeResult shm_;
+  std::shared_ptr<transport::shm::NeighborLinks> shm_links_;
   int shm_summary_ = 0;  // its line in starling_config_string (0: none)
   std::unique_ptr<transport::MpiTransport> transport_;
   std::unique_ptr<Engine> engine_;

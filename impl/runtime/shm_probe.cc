@@ -41,6 +41,20 @@ void Context::ProbeSharedMemory() {
   transport::MpiTransport* mpi = transport_.get();
   in.allgather = [mpi](const void* mine, size_t bytes, void* all) { mpi->AllgatherBytes(mine, bytes, all); };
   shm_ = transport::shm::ProbeHostPeers(in);
+  // The neighbor outboxes of the pairs the probe accepted (collective likewise).
+  transport::shm::LinksInput links;
+  links.rank = rank_;
+  links.size = size_;
+  links.host_keys = in.host_keys;
+  links.job = in.job;
+  links.probe = &shm_;
+  links.enabled = config_.shm;
+  links.capacity = config_.shm_buffer_bytes;
+  links.allgather = in.allgather;
+  std::string why;
+  shm_links_ = transport::shm::NeighborLinks::Connect(links, &why);
+  if (!why.empty()) STARLING_LOG_DEBUG("shared memory for neighbor data: ", why, " (those pairs use MPI)");
+  if (shm_links_) STARLING_LOG_DEBUG("neighbor data through shared memory with rank(s) ", shm_links_->Describe());
   if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);
   else transport::shm::UpdateSummary(shm_summary_, shm_.summary);
   STARLING_LOG_DEBUG("shared memory: ", shm_.summary, " (probed in ",
@@ -50,6 +64,7 @@ void Context::ProbeSharedMemory() {
 
 void Context::ForgetSharedMemory(const std::string& why) {
   shm_ = transport::shm::ProbeResult{};
+  shm_links_.reset();  // by old rank numbers; exchanges in flight keep theirs alive
   shm_.pairs.resize(static_cast<size_t>(size_));
   shm_.summary = Str("unknown (not probed again after ", why, ")");
   if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);  // a newcomer

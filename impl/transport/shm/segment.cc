@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -90,6 +91,8 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     bytes_ = other.bytes_;
     unlinked_ = other.unlinked_;
     creator_ = other.creator_;
+    fd_ = other.fd_;
+    other.fd_ = -1;
     other.creator_ = false;
     other.base_ = nullptr;
     other.bytes_ = 0;
@@ -100,6 +103,8 @@ Segment& Segment::operator=(Segment&& other) noexcept {
 void Segment::Reset() {
   if (creator_) Unlink();
   creator_ = false;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   if (base_ != nullptr) munmap(base_, bytes_);
   base_ = nullptr;
   bytes_ = 0;
@@ -107,14 +112,22 @@ void Segment::Reset() {
 
 Segment Segment::Create(const std::string& name, size_t payload_bytes, uint32_t expected_peers,
                         const SegmentOptions& options) {
+  return CreateSparse(name, payload_bytes, payload_bytes, expected_peers, options);
+}
+
+Segment Segment::CreateSparse(const std::string& name, size_t payload_bytes, size_t reserved_bytes,
+                              uint32_t expected_peers, const SegmentOptions& options) {
   CheckName(name);
   STARLING_CHECK_ARG(expected_peers <= kMaxPeers, "a segment may have at most ", kMaxPeers, " peers, not ",
                      expected_peers);
   STARLING_CHECK_ARG(payload_bytes <= (size_t{1} << 40), "segment of ", payload_bytes, " bytes is too large");
+  STARLING_CHECK_ARG(reserved_bytes <= payload_bytes, "cannot reserve ", reserved_bytes, " bytes of a ",
+                     payload_bytes, "-byte segment");
   const size_t total = PageRound(kSegmentHeaderBytes + payload_bytes);
+  const size_t reserved = std::min(total, PageRound(kSegmentHeaderBytes + reserved_bytes));
   const uint64_t free = options.free_bytes ? options.free_bytes() : FreeBytes(options.directory);
-  STARLING_CHECK(free >= total, Code::kOutOfMemory, options.directory, " has ", FormatBytes(free),
-                 " free, a shared-memory segment needs ", FormatBytes(total),
+  STARLING_CHECK(free >= reserved, Code::kOutOfMemory, options.directory, " has ", FormatBytes(free),
+                 " free, a shared-memory segment needs ", FormatBytes(reserved),
                  " (a container's /dev/shm is often 64 MiB: docker run --shm-size raises it)");
   Segment segment;
   segment.name_ = name;
@@ -134,16 +147,17 @@ Segment Segment::Create(const std::string& name, size_t payload_bytes, uint32_t 
   };
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) fail(Code::kTransport, "ftruncate failed", errno);
   // Reserve every page now: a full /dev/shm is an error here, not a SIGBUS on first touch.
-  const int reserved = posix_fallocate(fd, 0, static_cast<off_t>(total));
-  if (reserved != 0) {
-    fail(reserved == ENOSPC ? Code::kOutOfMemory : Code::kTransport,
+  const int reserve_error = posix_fallocate(fd, 0, static_cast<off_t>(reserved));
+  if (reserve_error != 0) {
+    fail(reserve_error == ENOSPC ? Code::kOutOfMemory : Code::kTransport,
          Str("cannot reserve the pages (", options.directory, " has ", FormatBytes(FreeBytes(options.directory)),
              " free)"),
-         reserved);
+         reserve_error);
   }
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) fail(Code::kOutOfMemory, "mmap failed", errno);
-  close(fd);
+  if (reserved < total) segment.fd_ = fd;  // Reserve needs it
+  else close(fd);
   segment.base_ = base;
   segment.bytes_ = total;
   segment.unlinked_ = false;
@@ -204,6 +218,14 @@ Segment Segment::Open(const std::string& name, const SegmentOptions& options) {
                  " was mapped by ", count, " peers, ", header.expected_peers, " expected");
   if (count == header.expected_peers) segment.Unlink();  // the last peer: nothing is left behind
   return segment;
+}
+
+bool Segment::Reserve(size_t offset, size_t bytes) {
+  STARLING_CHECK(base_ != nullptr && creator_, Code::kInternal, "Reserve on a segment this process did not create");
+  STARLING_CHECK_ARG(offset <= payload_bytes() && bytes <= payload_bytes() - offset, "cannot reserve ", bytes,
+                     " bytes at ", offset, " of a ", payload_bytes(), "-byte segment");
+  if (fd_ < 0 || bytes == 0) return true;  // reserved whole at creation
+  return posix_fallocate(fd_, static_cast<off_t>(kSegmentHeaderBytes + offset), static_cast<off_t>(bytes)) == 0;
 }
 
 void Segment::Unlink() {

@@ -54,6 +54,16 @@ class Segment {
   // (the message says how much is free), kAlreadyExists, kTransport for other failures.
   static Segment Create(const std::string& name, size_t payload_bytes, uint32_t expected_peers,
                         const SegmentOptions& options = {});
+  // The same, but only the first `reserved_bytes` of the payload are reserved now; the
+  // rest is a hole that the creator reserves piece by piece with Reserve (so a segment
+  // sized for the largest tensor a rank may publish costs memory only once one is).
+  // Keeps the file open for Reserve. Peers map the whole size; they must read only
+  // what the creator reserved and wrote.
+  static Segment CreateSparse(const std::string& name, size_t payload_bytes, size_t reserved_bytes,
+                              uint32_t expected_peers, const SegmentOptions& options = {});
+  // Creator of a sparse segment: reserves payload bytes [offset, offset + bytes).
+  // Returns false (nothing changed) when the pages cannot be had: /dev/shm is full.
+  bool Reserve(size_t offset, size_t bytes);
   // Maps a peer's segment and counts this process as attached; the peer that completes
   // the count unlinks the name. Validates the header: a file that is not a segment, or
   // whose header disagrees with its size, is Error(kTransport), never a crash.
@@ -81,6 +91,7 @@ class Segment {
   size_t bytes_ = 0;
   bool unlinked_ = false;
   bool creator_ = false;  // the creator removes the name at the latest when it lets go
+  int fd_ = -1;           // sparse segments: kept open by the creator for Reserve
 };
 
 // Free bytes in `directory` per statvfs (what an unprivileged writer may use).

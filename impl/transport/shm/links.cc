@@ -1,0 +1,108 @@
+#include "impl/transport/shm/links.h"
+
+#include <algorithm>
+#include <map>
+
+#include "impl/common/error.h"
+
+namespace starling::transport::shm {
+namespace {
+
+// What each rank created (first exchange).
+struct Created {
+  int32_t ok;
+  uint32_t nonce;
+};
+
+// A rank's reader index in `owner`'s outbox: its place among the other ranks of their
+// host group, in rank order (every rank of the group computes the same).
+uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader) {
+  uint32_t index = 0;
+  for (int r : group) {
+    if (r == reader) return index;
+    if (r != owner) ++index;
+  }
+  return index;
+}
+
+size_t IndexIn(const std::vector<int>& group, int rank) {
+  return static_cast<size_t>(std::find(group.begin(), group.end(), rank) - group.begin());
+}
+
+}  // namespace
+
+std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std::string* why) {
+  const int n = in.size;
+  STARLING_CHECK(in.probe != nullptr && in.host_keys.size() == static_cast<size_t>(n) && in.rank >= 0 && in.rank < n,
+                 Code::kInternal, "shared-memory links: inconsistent input");
+  std::map<uint64_t, size_t> per_host;
+  size_t widest = 1;
+  for (uint64_t key : in.host_keys)
+    if (key != 0) widest = std::max(widest, ++per_host[key]);
+  if (widest <= 1) return nullptr;  // every rank knows: no exchange
+
+  const std::vector<int>& group = in.probe->host_ranks;
+  std::vector<int> on;
+  for (int r : group)
+    if (r != in.rank && r < static_cast<int>(in.probe->pairs.size()) && in.probe->pairs[r].on) on.push_back(r);
+  auto links = std::make_shared<NeighborLinks>();
+  links->peers_.resize(static_cast<size_t>(n));
+
+  // 1. This rank's outbox, if it has a peer to share it with.
+  Created mine{0, NewNonce()};
+  if (in.enabled && in.capacity > 0 && !on.empty()) {
+    try {
+      links->own_ = Outbox::Create(SegmentName(in.job, "nbr", in.rank, mine.nonce),
+                                   static_cast<uint32_t>(group.size() - 1), static_cast<uint32_t>(on.size()),
+                                   in.capacity, in.segment);
+      mine.ok = 1;
+    } catch (const std::exception& e) {
+      *why = Str("rank ", in.rank, " cannot create its outbox: ", e.what());
+    }
+  }
+  std::vector<Created> created(static_cast<size_t>(n));
+  in.allgather(&mine, sizeof mine, created.data());
+
+  // 2. Map each peer's outbox; tell everyone which ones this rank mapped.
+  std::vector<unsigned char> mapped(widest, 0);
+  for (int p : on) {
+    if (!mine.ok || !created[p].ok) continue;
+    try {
+      Outbox box = Outbox::Open(SegmentName(in.job, "nbr", p, created[p].nonce), in.segment);
+      STARLING_CHECK(box.readers() == group.size() - 1, Code::kTransport, "rank ", p, "'s outbox has ",
+                     box.readers(), " readers, ", group.size() - 1, " expected");
+      links->peers_[p].box = std::move(box);
+      mapped[IndexIn(group, p)] = 1;
+    } catch (const std::exception& e) {
+      if (why->empty()) *why = Str("rank ", in.rank, " cannot map rank ", p, "'s outbox: ", e.what());
+    }
+  }
+  std::vector<unsigned char> all(widest * static_cast<size_t>(n));
+  in.allgather(mapped.data(), widest, all.data());
+  links->own_.Unlink();  // every peer had its chance (the last to map removed it already)
+
+  // 3. A pair is linked when both mapped each other's outbox: the same verdict on both.
+  bool any = false;
+  for (int p : on) {
+    Peer& peer = links->peers_[p];
+    peer.linked = mapped[IndexIn(group, p)] && all[widest * static_cast<size_t>(p) + IndexIn(group, in.rank)];
+    if (!peer.linked) {
+      peer.box = Outbox{};
+      continue;
+    }
+    peer.my_index = ReaderIndex(group, p, in.rank);
+    peer.their_index = ReaderIndex(group, in.rank, p);
+    any = true;
+  }
+  if (!any) return nullptr;
+  return links;
+}
+
+std::string NeighborLinks::Describe() const {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (peers_[r].linked) ranks.push_back(static_cast<int>(r));
+  return FormatRanks(ranks);
+}
+
+}  // namespace starling::transport::shm

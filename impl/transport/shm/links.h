@@ -1,0 +1,59 @@
+// The shared-memory links of one context's neighbor exchanges: this rank's outbox
+// (outbox.h), readable by its same-host peers, and theirs, mapped here. Set up once
+// when the context is created, right after the probe (probe.h), with two small
+// collective exchanges; a pair is linked only when both of its ranks mapped each
+// other's outbox, so both sides of every pair agree without a further message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/transport/shm/outbox.h"
+#include "impl/transport/shm/probe.h"
+
+namespace starling::transport::shm {
+
+struct LinksInput {
+  int rank = 0;
+  int size = 1;
+  std::vector<uint64_t> host_keys;  // by rank, as given to the probe
+  uint64_t job = 0;
+  const ProbeResult* probe = nullptr;
+  bool enabled = true;              // this rank's STARLING_SHM
+  size_t capacity = 0;              // bytes per outbox buffer; 0: no links (still collective)
+  std::function<void(const void* mine, size_t bytes, void* all)> allgather;
+  SegmentOptions segment;
+};
+
+class NeighborLinks {
+ public:
+  // Collective over every rank of `input` whenever some host holds two of them (known
+  // to all alike); else nothing happens. Returns null when this rank has no linked
+  // peer. Never throws for a pair that cannot be linked (it stays on MPI: `why`).
+  static std::shared_ptr<NeighborLinks> Connect(const LinksInput& input, std::string* why);
+
+  bool linked(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer].linked; }
+  Outbox& own() { return own_; }
+  // `peer`'s reader index in this rank's outbox.
+  uint32_t reader_index(int peer) const { return peers_[peer].their_index; }
+  // `peer`'s outbox, and this rank's reader index in it.
+  const Outbox& outbox_of(int peer) const { return peers_[peer].box; }
+  uint32_t my_index_in(int peer) const { return peers_[peer].my_index; }
+  // "ranks 1, 3" (linked peers), for logs.
+  std::string Describe() const;
+
+ private:
+  struct Peer {
+    bool linked = false;
+    Outbox box;
+    uint32_t my_index = 0;     // this rank's reader index in box
+    uint32_t their_index = 0;  // the peer's reader index in own_
+  };
+  Outbox own_;
+  std::vector<Peer> peers_;  // by rank
+};
+
+}  // namespace starling::transport::shm

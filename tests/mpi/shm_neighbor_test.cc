@@ -1,0 +1,319 @@
+// neighbor_allreduce between ranks of one host through shared memory (issue 24): the
+// data of each exchange is published once in the sender's outbox and read there by its
+// destinations; the MPI frames carry only tables. These tests run with the path on (the
+// default) and off (STARLING_SHM=0) and must pass both ways:
+// - results against a float64 reference, for sizes on both sides of every threshold
+//   (STARLING_INLINE_BYTES, the outbox's first reservation, STARLING_CHUNK_BYTES,
+//   STARLING_SHM_BUFFER_BYTES as registered, STARLING_FUSION_THRESHOLD), static and
+//   dynamic topologies, fused bursts, a rank that sleeps between calls;
+// - that the data really went through shared memory (bytes_sent counts only tables), so a
+//   silent fallback to MPI fails;
+// - that ranks whose sizes differ (one through shared memory, one through MPI) get
+//   STARLING_ERR_MISMATCH and the context stays usable.
+// With STARLING_TEST_DUMP_DIR set, every result is also written to <dir>/rank<r>.bin, so
+// shm_bitwise.sh can check that both paths give the same bits.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace starling_test {
+namespace {
+
+bool ShmOff() {
+  const char* v = std::getenv("STARLING_SHM");
+  return v != nullptr && std::string(v) == "0";
+}
+
+size_t EnvBytes(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? static_cast<size_t>(std::strtoull(v, nullptr, 10)) : fallback;
+}
+
+// Not exact in binary, so the summation order shows in the last bits.
+float Datum(int rank, size_t i, int salt) {
+  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.7 * rank + 0.11 * salt));
+}
+
+// Every result, for the bitwise comparison of the two paths.
+std::vector<char>& Dump() {
+  static std::vector<char> dump;
+  return dump;
+}
+void Record(const std::vector<float>& out) {
+  const char* p = reinterpret_cast<const char*>(out.data());
+  Dump().insert(Dump().end(), p, p + out.size() * sizeof(float));
+}
+
+DLTensor View(std::vector<float>& v, int64_t* shape) {
+  DLTensor t{};
+  *shape = static_cast<int64_t>(v.size());
+  t.data = v.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  return t;
+}
+
+struct Topology {
+  starling_topology_t t = nullptr;
+  explicit Topology(starling_topology_t topo) : t(topo) {}
+  ~Topology() {
+    if (t) starling_topology_free(t);
+  }
+  std::vector<std::vector<double>> Matrix(int size) const {  // W[src][dst], self weights on the diagonal
+    int n = 0;
+    starling_topology_num_edges(t, &n);
+    std::vector<int> src(n), dst(n);
+    std::vector<double> w(n);
+    starling_topology_edges(t, src.data(), dst.data(), w.data(), n);
+    std::vector<std::vector<double>> m(size, std::vector<double>(size, 0.0));
+    for (int e = 0; e < n; ++e) m[src[e]][dst[e]] = w[e];
+    return m;
+  }
+};
+
+class ShmNeighbor : public ContextTest {
+ protected:
+  void TearDown() override {
+    ContextTest::TearDown();
+    const char* dir = std::getenv("STARLING_TEST_DUMP_DIR");
+    if (dir == nullptr || Dump().empty()) return;
+    const std::string path = std::string(dir) + "/rank" + std::to_string(rank) + ".bin";
+    FILE* f = std::fopen(path.c_str(), "ab");
+    ASSERT_NE(f, nullptr) << path;
+    std::fwrite(Dump().data(), 1, Dump().size(), f);
+    std::fclose(f);
+    Dump().clear();
+  }
+
+  // out = sum_s w[s][rank] * x_s (weighted) or the uniform average over rank and its
+  // in-neighbors, in float64, checked element by element, and recorded.
+  void CheckStatic(const std::vector<std::vector<double>>& w, bool weighted, const std::vector<float>& out, int salt,
+                   const std::string& what) {
+    std::vector<int> in;
+    for (int r = 0; r < size; ++r)
+      if (r != rank && w[r][rank] != 0) in.push_back(r);
+    for (size_t i = 0; i < out.size(); ++i) {
+      double expected = 0;
+      if (weighted) {
+        for (int r = 0; r < size; ++r) expected += w[r][rank] * Datum(r, i, salt);
+      } else {
+        expected = Datum(rank, i, salt);
+        for (int r : in) expected += Datum(r, i, salt);
+        expected /= static_cast<double>(in.size() + 1);
+      }
+      ASSERT_NEAR(out[i], expected, 2e-6) << what << ", element " << i << " of " << out.size();
+    }
+    Record(out);
+  }
+
+  // Element counts (float32) on both sides of each threshold (the fusion threshold's
+  // only with `beyond_fusion`: large, so once per test).
+  std::vector<size_t> Counts(bool beyond_fusion = false) const {
+    const size_t inline_bytes = EnvBytes("STARLING_INLINE_BYTES", 16384);
+    const size_t buffer = EnvBytes("STARLING_SHM_BUFFER_BYTES", 256u << 20);
+    std::vector<size_t> bytes = {4, 4096, inline_bytes - 64, inline_bytes + 64, (64u << 10) - 64, (64u << 10) + 64,
+                                 (1u << 20) - 64, (1u << 20) + 64};
+    if (buffer < (64u << 20)) {  // registered with a small buffer: straddle it
+      bytes.push_back(buffer - 64);
+      bytes.push_back(buffer + 64);
+    }
+    if (beyond_fusion) bytes.push_back((8u << 20) + 64);
+    std::vector<size_t> counts;
+    for (size_t b : bytes) counts.push_back(b / sizeof(float));
+    return counts;
+  }
+};
+
+TEST_F(ShmNeighbor, StaticTopologiesMatchFloat64Reference) {
+  int salt = 0;
+  const std::vector<std::function<starling_status_t(starling_topology_t*)>> makers = {
+      [&](starling_topology_t* t) { return starling_topology_exponential_two(size, t); },
+      [&](starling_topology_t* t) { return starling_topology_ring(size, STARLING_RING_BIDIRECTIONAL, t); },
+  };
+  for (size_t m = 0; m < makers.size(); ++m) {
+    starling_topology_t raw = nullptr;
+    ASSERT_OK(makers[m](&raw));
+    Topology topo(raw);
+    const auto w = topo.Matrix(size);
+    for (int weighted = 0; weighted < 2; ++weighted) {
+      ASSERT_OK(starling_set_topology(ctx, topo.t, weighted));
+      for (size_t n : Counts(m == 0 && weighted == 1)) {
+        ++salt;
+        std::vector<float> x(n), out(n);
+        for (size_t i = 0; i < n; ++i) x[i] = Datum(rank, i, salt);
+        int64_t sx, so;
+        DLTensor tx = View(x, &sx), to = View(out, &so);
+        ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, nullptr));
+        CheckStatic(w, weighted, out, salt,
+                    "topology " + std::to_string(m) + (weighted ? " weighted" : " uniform") + ", n " + std::to_string(n));
+        // In place, the same numbers.
+        ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &tx, nullptr));
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], out[i]) << "in place, element " << i;
+      }
+    }
+  }
+}
+
+TEST_F(ShmNeighbor, ExplicitAndDynamicWeights) {
+  if (size == 1) GTEST_SKIP() << "needs peers";
+  starling_topology_t raw = nullptr;
+  ASSERT_OK(starling_topology_fully_connected(size, &raw));
+  Topology topo(raw);
+  ASSERT_OK(starling_set_topology(ctx, topo.t, 0));
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  int salt = 1000;
+  for (size_t n : Counts()) {
+    ++salt;
+    std::vector<float> x(n), out(n);
+    for (size_t i = 0; i < n; ++i) x[i] = Datum(rank, i, salt);
+    int64_t sx, so;
+    DLTensor tx = View(x, &sx), to = View(out, &so);
+    // Static, explicit weights on one in-neighbor (the others still send, weighted 0).
+    starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+    args.use_weights = 1;
+    args.self_weight = 0.3;
+    const double w = 0.7;
+    args.num_sources = 1;
+    args.source_ranks = &next;
+    args.source_weights = &w;
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, &args));
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(out[i], 0.3 * Datum(rank, i, salt) + 0.7 * Datum(next, i, salt), 2e-6) << "explicit, n " << n;
+    Record(out);
+    // Dynamic: send to next (scaled 0.5 by the receiver), receive from prev.
+    starling_neighbor_args_t dyn = STARLING_NEIGHBOR_ARGS_INIT;
+    dyn.use_weights = 1;
+    dyn.dynamic = 1;
+    dyn.self_weight = 0.25;
+    const double sw = 1.5, dw = 0.5;
+    dyn.num_sources = 1;
+    dyn.source_ranks = &prev;
+    dyn.source_weights = &sw;
+    dyn.num_destinations = 1;
+    dyn.destination_ranks = &next;
+    dyn.destination_weights = &dw;
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, &dyn));
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(out[i], 0.25 * Datum(rank, i, salt) + 0.75 * Datum(prev, i, salt), 2e-6) << "dynamic, n " << n;
+    Record(out);
+  }
+}
+
+// Nonblocking bursts (fused by the engine, differently on each rank as timing goes),
+// with a rank that sleeps between bursts: every result right, many calls in a row.
+TEST_F(ShmNeighbor, FusedBurstsAndARankAtAnotherSpeed) {
+  starling_topology_t raw = nullptr;
+  ASSERT_OK(starling_topology_exponential_two(size, &raw));
+  Topology topo(raw);
+  ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
+  const auto w = topo.Matrix(size);
+  const size_t sizes[] = {100, 3000, 20000, 70000, 5, 300000};
+  for (int round = 0; round < 12; ++round) {
+    if (rank == 0 && round % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    const int burst = 9;
+    std::vector<std::vector<float>> xs(burst), outs(burst);
+    std::vector<int64_t> shapes(2 * burst);
+    std::vector<DLTensor> tx(burst), to(burst);
+    std::vector<starling_request_t> reqs(burst);
+    for (int b = 0; b < burst; ++b) {
+      const size_t n = sizes[(round + b) % 6];
+      xs[b].resize(n);
+      outs[b].resize(n);
+      for (size_t i = 0; i < n; ++i) xs[b][i] = Datum(rank, i, 100 * round + b);
+      tx[b] = View(xs[b], &shapes[2 * b]);
+      to[b] = View(outs[b], &shapes[2 * b + 1]);
+      ASSERT_OK(starling_neighbor_allreduce_nonblocking(ctx, &tx[b], &to[b], nullptr, &reqs[b]));
+    }
+    for (int b = 0; b < burst; ++b) {
+      ASSERT_OK(starling_request_wait(reqs[b]));
+      starling_request_free(reqs[b]);
+    }
+    for (int b = 0; b < burst; ++b)
+      CheckStatic(w, true, outs[b], 100 * round + b, "round " + std::to_string(round) + " call " + std::to_string(b));
+  }
+}
+
+// The data of a 1 MiB exchange between ranks that share memory is not handed to MPI:
+// only the frames' tables are (a fallback to MPI would send 1 MiB per destination).
+TEST_F(ShmNeighbor, DataGoesThroughSharedMemory) {
+  int local = 0;
+  ASSERT_OK(starling_local_size(ctx, &local));
+  if (size == 1 || local != size) GTEST_SKIP() << "needs every rank on this host";
+  starling_topology_t raw = nullptr;
+  ASSERT_OK(starling_topology_exponential_two(size, &raw));
+  Topology topo(raw);
+  ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
+  int out_degree = 0;
+  const auto w = topo.Matrix(size);
+  for (int r = 0; r < size; ++r) out_degree += r != rank && w[rank][r] != 0;
+  const size_t n = (1u << 20) / sizeof(float);
+  std::vector<float> x(n, 1.0f), out(n);
+  int64_t sx, so;
+  DLTensor tx = View(x, &sx), to = View(out, &so);
+  ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, nullptr));  // reserves the pages
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  const int calls = 10;
+  for (int c = 0; c < calls; ++c) ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, nullptr));
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  const uint64_t sent = after.bytes_sent - before.bytes_sent;
+  const uint64_t data = static_cast<uint64_t>(calls) * out_degree * (1u << 20);
+  if (ShmOff() || EnvBytes("STARLING_SHM_BUFFER_BYTES", 1u << 30) < (1u << 20)) {
+    EXPECT_GE(sent, data) << "through MPI, every byte is sent";
+  } else {
+    // A table per destination and call (and no other traffic).
+    EXPECT_LT(sent, static_cast<uint64_t>(calls) * out_degree * 1024) << "the data went through MPI";
+  }
+}
+
+// Ranks disagreeing on the size, one of them through shared memory and the other through
+// MPI (or both, on either side of a threshold): MISMATCH where a source disagrees, no
+// hang, and the next call is right.
+TEST_F(ShmNeighbor, SizesThatDifferAreAMismatch) {
+  if (size == 1) GTEST_SKIP() << "needs peers";
+  starling_topology_t raw = nullptr;
+  ASSERT_OK(starling_topology_exponential_two(size, &raw));
+  Topology topo(raw);
+  ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
+  const auto w = topo.Matrix(size);
+  const size_t buffer = EnvBytes("STARLING_SHM_BUFFER_BYTES", 256u << 20);
+  const size_t small = std::min<size_t>(buffer / 2, 1u << 20) / sizeof(float);
+  const size_t large = std::min<size_t>(buffer + 4096, 3u << 20) / sizeof(float);
+  for (int variant = 0; variant < 2; ++variant) {
+    // variant 0: rank 0 small, the others large; variant 1: the other way round.
+    const size_t n = (rank == 0) == (variant == 0) ? small : large;
+    std::vector<float> x(n, 1.0f), out(n);
+    int64_t sx, so;
+    DLTensor tx = View(x, &sx), to = View(out, &so);
+    const starling_status_t s = starling_neighbor_allreduce(ctx, &tx, &to, nullptr);
+    bool hears_zero_or_is_zero = rank == 0;
+    for (int r = 0; r < size; ++r) hears_zero_or_is_zero |= (r == 0 && w[0][rank] != 0 && rank != 0);
+    if (hears_zero_or_is_zero) {
+      EXPECT_EQ(s, STARLING_ERR_MISMATCH) << starling_last_error();
+      EXPECT_NE(std::string(starling_last_error()).find("neighbor_allreduce"), std::string::npos)
+          << starling_last_error();
+    } else {
+      EXPECT_EQ(s, STARLING_SUCCESS) << starling_last_error();
+    }
+    // The context is still usable, and right.
+    std::vector<float> y(small), yo(small);
+    for (size_t i = 0; i < small; ++i) y[i] = Datum(rank, i, 77 + variant);
+    DLTensor ty = View(y, &sx), tyo = View(yo, &so);
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &ty, &tyo, nullptr));
+    CheckStatic(w, true, yo, 77 + variant, "after the mismatch");
+  }
+}
+
+}  // namespace
+}  // namespace starling_test
