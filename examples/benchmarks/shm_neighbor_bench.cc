@@ -1,0 +1,164 @@
+// neighbor_allreduce on one host against its limits, in alternating batches of one run:
+//   starling  starling_neighbor_allreduce over the exponential-2 topology, uniform
+//             weights (through shared memory, or through MPI with STARLING_SHM=0)
+//   raw_mpi   MPI_Irecv from each in-neighbor, MPI_Isend to each out-neighbor,
+//             MPI_Waitall, then the same average in one pass (the MPI path's floor)
+//   memcpy    one copy of the tensor (what publishing it costs)
+//   average   out = (x + y) / 2 with both inputs in local memory (the local limit: what
+//             the combine costs when nothing has to move)
+// Prints microseconds per call (median of blocks) and the ratios. Run it with
+// STARLING_SHM=1 and =0 (examples/benchmarks/shm_neighbor_bench.sh does both):
+//   mpirun -n 2 build/examples/benchmarks/shm_neighbor_bench [--sizes 4096,65536] [--seconds 1]
+#include <mpi.h>
+#include <starling/starling.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void Check(starling_status_t s, const char* what) {
+  if (s != STARLING_SUCCESS) {
+    std::fprintf(stderr, "%s failed: %s\n", what, starling_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+std::vector<size_t> ParseSizes(const char* text) {
+  std::vector<size_t> sizes;
+  for (const char* p = text; *p;) {
+    char* end = nullptr;
+    sizes.push_back(std::strtoull(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return sizes;
+}
+
+// Median per-call seconds of each function, measured in alternating blocks of `calls`
+// calls until each has run about `seconds` (rank 0 decides when to stop).
+std::vector<double> Measure(const std::vector<std::function<void()>>& fns, int calls, double seconds) {
+  std::vector<std::vector<double>> samples(fns.size());
+  double spent = 0;
+  for (int block = 0;; ++block) {
+    for (size_t f = 0; f < fns.size(); ++f) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double start = Now();
+      for (int c = 0; c < calls; ++c) fns[f]();
+      const double t = (Now() - start) / calls;
+      samples[f].push_back(t);
+      spent += t * calls;
+    }
+    int stop = block >= 4 && spent > seconds * static_cast<double>(fns.size());
+    MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (stop) break;
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  std::vector<size_t> sizes = {4096, 65536, 1u << 20, 16u << 20};
+  double seconds = 1.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--sizes") == 0) sizes = ParseSizes(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+  }
+  starling_context_t ctx;
+  Check(starling_context_create(nullptr, &ctx), "context_create");
+  int rank = 0, size = 1;
+  starling_rank(ctx, &rank);
+  starling_size(ctx, &size);
+  int nin = 0, nout = 0;
+  starling_in_neighbors(ctx, nullptr, 0, &nin);
+  starling_out_neighbors(ctx, nullptr, 0, &nout);
+  std::vector<int> in(nin), out(nout);
+  if (nin) starling_in_neighbors(ctx, in.data(), nin, &nin);
+  if (nout) starling_out_neighbors(ctx, out.data(), nout, &nout);
+  const char* shm = std::getenv("STARLING_SHM");
+  const std::string path = shm != nullptr && std::string(shm) == "0" ? "mpi" : "shm";
+  if (rank == 0) {
+    std::printf("# %d ranks, exponential-2 topology (in-degree %d), float32, STARLING_SHM=%s\n", size, nin,
+                shm ? shm : "1 (default)");
+    std::printf("%-10s %-5s %12s %12s %12s %12s %10s %10s\n", "bytes", "path", "starling_us", "raw_mpi_us",
+                "memcpy_us", "average_us", "vs_raw", "vs_avg");
+  }
+  for (size_t bytes : sizes) {
+    const size_t n = bytes / sizeof(float);
+    std::vector<float> x(n, 1.0f + rank), y(n, 2.0f), result(n);
+    std::vector<std::vector<float>> recv(static_cast<size_t>(nin), std::vector<float>(n));
+    int64_t shape = static_cast<int64_t>(n);
+    DLTensor tx{}, to{};
+    tx.data = x.data();
+    tx.device = {kDLCPU, 0};
+    tx.ndim = 1;
+    tx.dtype = {kDLFloat, 32, 1};
+    tx.shape = &shape;
+    to = tx;
+    to.data = result.data();
+    const float w = 1.0f / static_cast<float>(nin + 1);
+    auto starling = [&] { Check(starling_neighbor_allreduce(ctx, &tx, &to, nullptr), "neighbor_allreduce"); };
+    auto raw = [&] {
+      std::vector<MPI_Request> reqs;
+      for (int s = 0; s < nin; ++s) {
+        reqs.emplace_back();
+        MPI_Irecv(recv[s].data(), static_cast<int>(n), MPI_FLOAT, in[s], 7, MPI_COMM_WORLD, &reqs.back());
+      }
+      for (int d = 0; d < nout; ++d) {
+        reqs.emplace_back();
+        MPI_Isend(x.data(), static_cast<int>(n), MPI_FLOAT, out[d], 7, MPI_COMM_WORLD, &reqs.back());
+      }
+      MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+      float* __restrict o = result.data();
+      const float* __restrict a = x.data();
+      if (nin == 1) {  // one vectorized pass, as the local average below
+        const float* __restrict b = recv[0].data();
+        for (size_t i = 0; i < n; ++i) o[i] = (a[i] + b[i]) * w;
+        return;
+      }
+      for (size_t i = 0; i < n; ++i) o[i] = a[i];
+      for (int j = 0; j < nin; ++j) {
+        const float* __restrict b = recv[j].data();
+        for (size_t i = 0; i < n; ++i) o[i] += b[i];
+      }
+      for (size_t i = 0; i < n; ++i) o[i] *= w;
+    };
+    auto copy = [&] { std::memcpy(result.data(), x.data(), bytes); };
+    auto average = [&] {
+      float* __restrict o = result.data();
+      const float* __restrict a = x.data();
+      const float* __restrict b = y.data();
+      for (size_t i = 0; i < n; ++i) o[i] = (a[i] + b[i]) * 0.5f;
+    };
+    starling();  // warm up: pages, outbox reservations
+    raw();
+    const int calls = bytes >= (1u << 20) ? 5 : bytes >= 65536 ? 50 : 500;
+    const std::vector<double> t = Measure({starling, raw, copy, average}, calls, seconds);
+    // The slowest rank's times decide.
+    std::vector<double> worst(t.size());
+    MPI_Allreduce(t.data(), worst.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::printf("%-10zu %-5s %12.1f %12.1f %12.1f %12.1f %10.2f %10.2f\n", bytes, path.c_str(), worst[0] * 1e6,
+                  worst[1] * 1e6, worst[2] * 1e6, worst[3] * 1e6, worst[0] / worst[1], worst[0] / worst[3]);
+      std::fflush(stdout);
+    }
+  }
+  Check(starling_context_destroy(ctx), "context_destroy");
+  MPI_Finalize();
+  return 0;
+}
