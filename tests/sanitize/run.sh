@@ -30,7 +30,7 @@ run_tests() {  # <dir> <ctest regex> [<exclude regex>]
 }
 
 mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_window_stress_test mpi_bad_input_test
-  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test)
+  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test)
 # The CUDA paths on the emulated device (its stream workers and NCCL sockets are threads
 # too): staged and NCCL, windows, bad input.
 gpu_programs=(gpu_ops_test gpu_windows_test gpu_bad_input_test gpu_unavailable_test starling_emudevice)
@@ -46,7 +46,7 @@ for stage in "${stages[@]}"; do
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|mpi\.shm_neighbor\.np2$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
         '^(python\.suite|mpi\.window_stress|gpu\.ops_(nccl|staged))\.np4$'
       ;;
     tsan)
@@ -54,12 +54,14 @@ for stage in "${stages[@]}"; do
       # and 3 ranks (TSan slows each rank down 5-15x; 2 cores). mpi.shm.np2: the shared-memory
       # probe of context creation (one thread per process touches the segments; the other
       # process's writes are ordered by the allgathers, which TSan cannot see and need not:
-      # no two threads of one process share them).
+      # no two threads of one process share them). mpi.shm_neighbor.np2: neighbor data through
+      # the outboxes, where a publication's release may run on either thread of a process
+      # (about 17 s under TSan).
       configure build-tsan thread -DSTARLING_BUILD_PYTHON=OFF
       cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
-        mpi_window_stress_test mpi_abort_test mpi_shm_test "${gpu_programs[@]}"
+        mpi_window_stress_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test "${gpu_programs[@]}"
       run_tests build-tsan \
-        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort|shm)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
+        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort|shm|shm_neighbor)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
       ;;
     *)
       echo "unknown stage '$stage' (asan or tsan)" >&2
