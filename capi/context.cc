@@ -221,8 +221,11 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   full.operations = stats.operations.load();
   full.fused_operations = stats.fused_operations.load();
   full.fusion_groups = stats.fusion_groups.load();
-  full.messages_sent = stats.messages_sent.load();
-  full.bytes_sent = stats.bytes_sent.load();
+  full.messages_sent = stats.traffic.messages_sent.load();
+  full.bytes_sent = stats.traffic.bytes_sent.load();
+  full.messages_received = stats.traffic.messages_received.load();
+  full.bytes_received = stats.traffic.bytes_received.load();
+  full.blocked_ns = stats.blocked_ns.load();
   full.scratch_bytes = stats.scratch_bytes.load();
   full.bytes_before_compression = stats.bytes_before_compression.load();
   full.bytes_after_compression = stats.bytes_after_compression.load();
@@ -234,6 +237,31 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   const size_t size = std::min(out->struct_size, sizeof full);
   std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
               size - sizeof(size_t));
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_get_peer_stats(starling_context_t ctx, int peer,
+                                                       starling_peer_stats_t* out) {
+  STARLING_API_BEGIN();
+  CheckOut(out, "out");
+  STARLING_CHECK_ARG(out->struct_size >= sizeof(size_t) + sizeof(uint64_t) && out->struct_size <= (1u << 16),
+                     "out->struct_size is ", out->struct_size, "; initialize it with STARLING_PEER_STATS_INIT");
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  std::shared_ptr<const transport::Traffic> traffic = context->traffic();
+  const int size = traffic ? traffic->size() : context->size();
+  STARLING_CHECK_ARG(peer >= 0 && peer < size, "peer is ", peer, " but the context's ranks are 0 .. ", size - 1);
+  const transport::PeerTraffic t = traffic ? traffic->Peer(peer) : transport::PeerTraffic{};
+  starling_peer_stats_t full = STARLING_PEER_STATS_INIT;
+  full.messages_sent = t.messages_sent;
+  full.bytes_sent = t.bytes_sent;
+  full.messages_received = t.messages_received;
+  full.bytes_received = t.bytes_received;
+  full.waits = t.waits;
+  full.wait_ns = t.wait_ns;
+  full.last_wait_ns = t.last_wait_ns;
+  const size_t bytes = std::min(out->struct_size, sizeof full);
+  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
+              bytes - sizeof(size_t));
   STARLING_API_END();
 }
 

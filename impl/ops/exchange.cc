@@ -22,6 +22,10 @@ using transport::Ticket;
 constexpr size_t kMaxOutstandingChunks = 16;  // per stream: bounds MPI requests in flight
 constexpr size_t kStreamSlots = 4;            // scratch slots of a RecvStream
 constexpr int kSpinsBeforeYield = 128;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 struct Exchange::Send {
@@ -72,12 +76,6 @@ Exchange::~Exchange() {
   if (active_ > 0) Abandon();
 }
 
-void Exchange::CountSend(size_t bytes) {
-  runtime::Stats& stats = context_.stats();
-  stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
-  stats.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
-}
-
 void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   const size_t bytes = header.payload_bytes;
   const bool inlined = bytes <= inline_;
@@ -90,7 +88,6 @@ void Exchange::SendFrame(int peer, const Header& header, const void* payload) {
   std::memcpy(send->buffer.data(), &h, sizeof h);
   if (inlined && bytes > 0) std::memcpy(send->buffer.data() + sizeof h, payload, bytes);
   send->ticket = transport_.Isend(channel_, peer, send->buffer.data(), sizeof h + (inlined ? bytes : 0));
-  CountSend(sizeof h + (inlined ? bytes : 0));
   sends_.push_back(std::move(send));
   ++active_;
   if (!inlined && bytes > 0) SendRaw(peer, payload, bytes, h.chunk);
@@ -165,7 +162,6 @@ void Exchange::PostChunks(Stream& s) {
     const size_t length = std::min(s.chunk, s.bytes - offset);
     if (s.is_send) {
       s.tickets.push_back(transport_.Isend(channel_, s.peer, s.src + offset, length));
-      CountSend(length);
     } else {
       char* target = s.dst ? s.dst + offset : s.slots[s.posted % s.slots.size()].data();
       s.tickets.push_back(transport_.Irecv(channel_, s.peer, target, length));
@@ -197,6 +193,7 @@ bool Exchange::ProgressStream(Stream& s) {
   if (s.delivered == s.num_chunks) {
     s.done = true;
     --active_;
+    Settled(s.peer);
   }
   return progressed;
 }
@@ -237,6 +234,7 @@ bool Exchange::FinishFrame(Frame& f) {
   if (f.trailer_stream != nullptr && !f.trailer_stream->done) return false;
   f.done = true;
   --active_;
+  Settled(f.peer);
   return true;
 }
 
@@ -246,6 +244,7 @@ bool Exchange::Progress() {
     if (send->ticket.active && transport_.Test(send->ticket, nullptr)) {
       --active_;
       progressed = true;
+      Settled(send->peer);
     }
   }
   for (auto& frame : frames_) {
@@ -258,7 +257,23 @@ bool Exchange::Progress() {
   return progressed;
 }
 
+void Exchange::Settled(int peer) {
+  const int64_t now = NowNs();
+  for (auto& [p, when] : settled_) {
+    if (p == peer) {
+      when = now;
+      return;
+    }
+  }
+  settled_.emplace_back(peer, now);
+}
+
 void Exchange::Wait() {
+  // Per-peer wait times (starling_get_peer_stats): from here until the last message
+  // to or from each peer in this wait completed (a peer that is late to send, or to
+  // take what we send it, holds the wait up).
+  const int64_t start = NowNs();
+  settled_.clear();
   runtime::WaitMonitor monitor(context_, what_,
                               channel_ == transport::Channel::kCollective ? context_.sequence() : 0);
   auto awaited = [this] { return Awaited(); };
@@ -304,6 +319,9 @@ void Exchange::Wait() {
                                           "operation's output tensor allocated (MPI may still write it)"));
     }
     throw;
+  }
+  if (transport::Traffic* traffic = transport_.traffic()) {
+    for (const auto& [peer, when] : settled_) traffic->Waited(peer, static_cast<uint64_t>(std::max<int64_t>(0, when - start)));
   }
 }
 

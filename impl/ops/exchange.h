@@ -78,10 +78,11 @@ class Exchange {
                     ChunkFn on_chunk);
   // The peers still to be heard from / to receive, for the wait monitor.
   runtime::Awaited Awaited() const;
-  void CountSend(size_t bytes);
   // Withdraws everything posted (after a failure). True if a receive into the caller's
   // memory could not be withdrawn.
   bool Abandon();
+  // A message to or from `peer` completed now (per-peer wait times).
+  void Settled(int peer);
 
   runtime::Context& context_;
   transport::Transport& transport_;
@@ -93,6 +94,8 @@ class Exchange {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Send>> sends_;
   int active_ = 0;
+  // Peers with messages completed during the current Wait(), and when the last did (ns).
+  std::vector<std::pair<int, int64_t>> settled_;
 };
 
 }  // namespace starling::ops

@@ -285,7 +285,17 @@ void Context::Abort() {
   if (engine_) engine_->Abort();
 }
 
+std::shared_ptr<const transport::Traffic> Context::traffic() const {
+  std::lock_guard<std::mutex> lock(traffic_mutex_);
+  return traffic_;
+}
+
 void Context::WireTransport() {
+  {
+    std::lock_guard<std::mutex> lock(traffic_mutex_);
+    traffic_ = std::make_shared<transport::Traffic>(&stats_.traffic, size_);
+    transport_->SetTraffic(traffic_);
+  }
   Context* self = this;  // the transport is owned by the context
   transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
   transport_->SetFailureProbe([self] {

@@ -34,12 +34,13 @@ struct Stats {
   std::atomic<uint64_t> operations{0};
   std::atomic<uint64_t> fused_operations{0};
   std::atomic<uint64_t> fusion_groups{0};
-  std::atomic<uint64_t> messages_sent{0};
-  std::atomic<uint64_t> bytes_sent{0};
+  transport::TrafficTotals traffic;  // messages and bytes, counted by the transport
   std::atomic<uint64_t> scratch_bytes{0};
   // Compressed operations' payloads as sent, and as they would have been uncompressed.
   std::atomic<uint64_t> bytes_before_compression{0};
   std::atomic<uint64_t> bytes_after_compression{0};
+  // Time the application's threads spent in blocking calls and request waits.
+  std::atomic<uint64_t> blocked_ns{0};
 };
 
 struct ContextOptions {
@@ -116,6 +117,9 @@ class Context {
   Engine& engine() { return *engine_; }
 
   Stats& stats() { return stats_; }
+  // Per-peer traffic for the current numbering of the ranks (a new one after a repair
+  // or grow). Any thread.
+  std::shared_ptr<const transport::Traffic> traffic() const;
   // The timeline, or nullptr when STARLING_TIMELINE is not set.
   Timeline* timeline() { return timeline_.get(); }
 
@@ -292,6 +296,8 @@ class Context {
 
   ScratchPool scratch_;
   Stats stats_;
+  mutable std::mutex traffic_mutex_;
+  std::shared_ptr<transport::Traffic> traffic_;  // guarded by traffic_mutex_
   std::unique_ptr<Timeline> timeline_;
   uint64_t sequence_ = 0;
 

@@ -102,7 +102,20 @@ std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   return request;
 }
 
+// The application's thread is blocked in Starling from here until the scope ends
+// (starling_stats_t.blocked_ns).
+class Engine::BlockedTime {
+ public:
+  explicit BlockedTime(Stats& stats) : stats_(stats), start_(NowNs()) {}
+  ~BlockedTime() { stats_.blocked_ns.fetch_add(static_cast<uint64_t>(NowNs() - start_), std::memory_order_relaxed); }
+
+ private:
+  Stats& stats_;
+  int64_t start_;
+};
+
 std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
+  BlockedTime blocked(context_.stats());
   if (exec_mutex_.try_lock()) {
     std::shared_ptr<Request> request = op->request;
     if (stopping_.load()) {
@@ -116,11 +129,16 @@ std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
     return request;
   }
   std::shared_ptr<Request> request = Submit(std::move(op));
-  Wait(*request);
+  WaitUntilDone(*request);
   return request;
 }
 
 void Engine::Wait(Request& request) {
+  BlockedTime blocked(context_.stats());
+  WaitUntilDone(request);
+}
+
+void Engine::WaitUntilDone(Request& request) {
   const auto start = Clock::now();
   while (!request.done()) {
     if (queued_.load(std::memory_order_acquire) > 0 && exec_mutex_.try_lock()) {

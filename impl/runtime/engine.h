@@ -71,6 +71,8 @@ class Engine {
   void SetTick(std::function<void()> tick, double interval_seconds);
 
  private:
+  class BlockedTime;
+  void WaitUntilDone(Request& request);
   void ThreadMain();
   // Runs queued operations until the queue is empty or `until` is done. Execution
   // lock held.

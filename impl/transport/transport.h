@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+
+#include "impl/transport/traffic.h"
 
 namespace starling::transport {
 
@@ -23,10 +26,17 @@ enum class Channel : int {
 constexpr int kNumChannels = 7;
 constexpr int kAnySource = -1;
 
+// Data moves on these; the failure detector's and failure notices' messages are not
+// counted as traffic.
+constexpr bool CountsAsTraffic(Channel channel) {
+  return channel != Channel::kControl && channel != Channel::kHeartbeat;
+}
+
 // A posted send or receive. Opaque storage for the transport's own request handle.
 struct Ticket {
   alignas(8) unsigned char storage[8] = {};
   bool active = false;
+  bool receive = false;  // counted as received data when it completes
 };
 
 struct Completion {
@@ -55,6 +65,14 @@ class Transport {
   // (the caller must then never free it: see Quarantine).
   enum class CancelOutcome { kCancelled, kCompleted, kPending };
   virtual CancelOutcome CancelRecvWithin(Ticket& ticket, double max_seconds) = 0;
+
+  // Where messages are counted (set once by the context before any traffic; null:
+  // nothing is counted).
+  void SetTraffic(std::shared_ptr<Traffic> traffic) { traffic_ = std::move(traffic); }
+  Traffic* traffic() const { return traffic_.get(); }
+
+ protected:
+  std::shared_ptr<Traffic> traffic_;
 };
 
 }  // namespace starling::transport

@@ -270,9 +270,6 @@ void Service::SendReply(runtime::Context& context, Task& task, Code code, const 
   task.sends.push_back(transport.Isend(Channel::kWindowReply, task.sender, &reply, sizeof reply));
   PostStream(transport, true, Channel::kWindowReply, task.sender, task.reply_data.data(), bytes, reply.chunk,
              task.sends);
-  runtime::Stats& stats = context.stats();
-  stats.messages_sent.fetch_add(task.sends.size(), std::memory_order_relaxed);
-  stats.bytes_sent.fetch_add(sizeof reply + bytes, std::memory_order_relaxed);
   task.state = Task::State::kReplying;
 }
 

@@ -100,6 +100,7 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_args;
 %ignore starling_window_update_args;
 %ignore starling_stats;
+%ignore starling_peer_stats;
 // Fault tolerance (ULFM): starling_fault_tolerant and starling_joined as they are;
 // starling_context_repair and starling_context_grow through starling_java_context_repair
 // and starling_java_context_grow below (their structs carry arrays).
@@ -191,7 +192,8 @@ STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
   }
 }
 
-// Stats: long[] of at least 8 entries, in the struct's field order.
+// Stats: long[] of at least 8 entries, in the struct's field order (as many as fit,
+// up to all 13).
 %typemap(jni) starling_stats_t* out "jlongArray"
 %typemap(jtype) starling_stats_t* out "long[]"
 %typemap(jstype) starling_stats_t* out "long[]"
@@ -205,13 +207,36 @@ STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
 }
 %typemap(argout) starling_stats_t* out {
   {
-    /* A long[10] also receives the compression counters. */
-    jlong v[10] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+    jlong v[13] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
                    (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
                    (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
                    (jlong)temp$argnum.staged_bytes, (jlong)temp$argnum.gpu_path,
-                   (jlong)temp$argnum.bytes_before_compression, (jlong)temp$argnum.bytes_after_compression};
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, JCALL1(GetArrayLength, jenv, $input) >= 10 ? 10 : 8, v);
+                   (jlong)temp$argnum.bytes_before_compression, (jlong)temp$argnum.bytes_after_compression,
+                   (jlong)temp$argnum.messages_received, (jlong)temp$argnum.bytes_received,
+                   (jlong)temp$argnum.blocked_ns};
+    const jsize n = JCALL1(GetArrayLength, jenv, $input);
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, n < 13 ? n : 13, v);
+  }
+}
+
+// Peer stats: a long[7] in the struct's field order.
+%typemap(jni) starling_peer_stats_t* out "jlongArray"
+%typemap(jtype) starling_peer_stats_t* out "long[]"
+%typemap(jstype) starling_peer_stats_t* out "long[]"
+%typemap(javain) starling_peer_stats_t* out "$javainput"
+%typemap(in) starling_peer_stats_t* out (starling_peer_stats_t temp = STARLING_PEER_STATS_INIT) {
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 7) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "peer stats output needs a long[7]");
+    return $null;
+  }
+  $1 = &temp;
+}
+%typemap(argout) starling_peer_stats_t* out {
+  {
+    jlong v[7] = {(jlong)temp$argnum.messages_sent, (jlong)temp$argnum.bytes_sent,
+                  (jlong)temp$argnum.messages_received, (jlong)temp$argnum.bytes_received,
+                  (jlong)temp$argnum.waits, (jlong)temp$argnum.wait_ns, (jlong)temp$argnum.last_wait_ns};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 7, v);
   }
 }
 

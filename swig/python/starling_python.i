@@ -494,6 +494,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %rename("%(strip:[starling_])s") "";
 %ignore starling_context_options;
 %ignore starling_stats;
+%ignore starling_peer_stats;
 %ignore starling_neighbor_args;
 %ignore starling_compression;
 %ignore starling_allreduce_compressed;
@@ -510,6 +511,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_alltoall;
 %ignore starling_alltoall_nonblocking;
 %ignore starling_get_stats;
+%ignore starling_get_peer_stats;
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
@@ -553,6 +555,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %nothread py_window_names;
 %nothread py_window_versions;
 %nothread py_get_stats;
+%nothread py_get_peer_stats;
 %nothread py_context_repair;
 %nothread py_context_grow;
 
@@ -1109,7 +1112,7 @@ static PyObject* py_get_stats(starling_context_t ctx) {
   if (status < 0) { starling_py_raise(status); return NULL; }
   static const char* const paths[] = {"none", "staged", "nccl"};
   const char* path = stats.gpu_path < 3 ? paths[stats.gpu_path] : "unknown";
-  return Py_BuildValue("{sKsKsKsKsKsKsKsssKsK}", "operations", (unsigned long long)stats.operations,
+  return Py_BuildValue("{sKsKsKsKsKsKsKsssKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
                        "fused_operations", (unsigned long long)stats.fused_operations,
                        "fusion_groups", (unsigned long long)stats.fusion_groups,
                        "messages_sent", (unsigned long long)stats.messages_sent,
@@ -1117,6 +1120,22 @@ static PyObject* py_get_stats(starling_context_t ctx) {
                        "scratch_bytes", (unsigned long long)stats.scratch_bytes,
                        "staged_bytes", (unsigned long long)stats.staged_bytes, "gpu_path", path,
                        "bytes_before_compression", (unsigned long long)stats.bytes_before_compression,
-                       "bytes_after_compression", (unsigned long long)stats.bytes_after_compression);
+                       "bytes_after_compression", (unsigned long long)stats.bytes_after_compression,
+                       "messages_received", (unsigned long long)stats.messages_received,
+                       "bytes_received", (unsigned long long)stats.bytes_received,
+                       "blocked_ns", (unsigned long long)stats.blocked_ns);
+}
+
+static PyObject* py_get_peer_stats(starling_context_t ctx, int peer) {
+  starling_peer_stats_t stats = STARLING_PEER_STATS_INIT;
+  const starling_status_t status = starling_get_peer_stats(ctx, peer, &stats);
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  return Py_BuildValue("{sKsKsKsKsKsKsK}", "messages_sent", (unsigned long long)stats.messages_sent,
+                       "bytes_sent", (unsigned long long)stats.bytes_sent,
+                       "messages_received", (unsigned long long)stats.messages_received,
+                       "bytes_received", (unsigned long long)stats.bytes_received,
+                       "waits", (unsigned long long)stats.waits,
+                       "wait_ns", (unsigned long long)stats.wait_ns,
+                       "last_wait_ns", (unsigned long long)stats.last_wait_ns);
 }
 %}

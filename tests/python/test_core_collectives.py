@@ -159,6 +159,46 @@ def test_layout_and_stats(ctx):
     assert stats["operations"] > 0 and set(stats) >= {"messages_sent", "bytes_sent", "fused_operations"}
 
 
+def test_peer_stats_match_what_each_peer_received(ctx):
+    """What rank i counted as sent to j is what j counted as received from i (once every
+    rank has left a barrier, every message is counted on both sides), and an allreduce
+    of n float64 sends this rank's peers at least the bytes the algorithm must move."""
+    before = ctx.peer_stats()
+    blocked = ctx.stats()["blocked_ns"]
+    n = 50_000
+    ctx.allreduce(np.ones(n), "sum")
+    ctx.barrier()
+    rows = ctx.peer_stats()
+    assert len(rows) == SIZE
+    assert ctx.stats()["blocked_ns"] > blocked
+    if SIZE > 1:
+        sent_now = sum(r["bytes_sent"] for r in rows) - sum(r["bytes_sent"] for r in before)
+        assert sent_now >= n * 8 * (SIZE - 1) // SIZE  # no algorithm sends less than a reduce-scatter
+    keys = ("bytes_sent", "bytes_received", "messages_sent", "messages_received")
+    mine = np.array([[r[k] for k in keys] for r in rows], dtype=np.float64)  # [peer, key]
+    everyone = ctx.allgather(mine[None])  # [rank, peer, key]; exact below 2**53
+    for i in range(SIZE):
+        for j in range(SIZE):
+            assert everyone[i, j, 0] == everyone[j, i, 1], ("bytes", i, j)
+            assert everyone[i, j, 2] == everyone[j, i, 3], ("messages", i, j)
+    totals = ctx.stats()
+    assert totals["bytes_received"] >= sum(r["bytes_received"] for r in rows)
+    waits = [r for r in rows if r["waits"]]
+    assert all(r["wait_ns"] >= r["last_wait_ns"] for r in waits)
+
+
+def test_peer_stats_bad_input(ctx):
+    with pytest.raises(starling.InvalidArgumentError, match="peer is -1"):
+        ctx.peer_stats(-1)
+    with pytest.raises(starling.InvalidArgumentError, match=f"peer is {SIZE} but the context's ranks are 0 .. {SIZE - 1}"):
+        ctx.peer_stats(SIZE)
+    with pytest.raises(TypeError, match="peer must be an int"):
+        ctx.peer_stats("0")
+    with pytest.raises(TypeError, match="peer must be an int"):
+        ctx.peer_stats(True)
+    assert ctx.peer_stats(np.int64(0)) == ctx.peer_stats(0)
+
+
 def test_context_over_an_mpi4py_communicator():
     MPI = pytest.importorskip("mpi4py.MPI")
     half = MPI.COMM_WORLD.Split(RANK % 2, RANK)

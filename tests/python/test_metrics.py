@@ -49,12 +49,12 @@ RANK, SIZE = bf.rank(), bf.size()
 
 
 def scrape(port):
-    """{(name, rank, monitor): value} from the endpoint, parsed by prometheus_client."""
+    """{(name, rank, monitor or peer): value} from the endpoint, parsed by prometheus_client."""
     from prometheus_client.parser import text_string_to_metric_families
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         text = response.read().decode()
-    return {(s.name, s.labels["rank"], s.labels.get("monitor")): s.value
+    return {(s.name, s.labels["rank"], s.labels.get("monitor", s.labels.get("peer"))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
@@ -88,6 +88,32 @@ def test_counters_over_http():
     bf.barrier()
     for r, v in enumerate(known.tolist()):
         assert seen[r] == v + 2 if r == RANK else seen[r] in (v + 1, v + 2), (r, seen, known)
+
+
+@pytest.mark.skipif(BAD is not None, reason="the bad-variable run")
+def test_peer_figures_over_http():
+    bf.neighbor_allreduce(torch.ones(5000), name="metrics.peers")
+    bf.barrier()
+    page = scrape(PORT)
+    peers = _state.context.peer_stats()
+    stats = _state.context.stats()
+    assert page[("starling_blocked_seconds_total", str(RANK), None)] == stats["blocked_ns"] / 1e9
+    assert page[("starling_bytes_received_total", str(RANK), None)] == stats["bytes_received"]
+    exported = 0
+    for peer, p in enumerate(peers):
+        key = lambda name: (name, str(RANK), str(peer))  # noqa: E731
+        if not any(p.values()):
+            assert key("starling_peer_bytes_sent_total") not in page  # silent peers are left out
+            continue
+        exported += 1
+        assert page[key("starling_peer_bytes_sent_total")] == p["bytes_sent"]
+        assert page[key("starling_peer_messages_received_total")] == p["messages_received"]
+        assert page[key("starling_peer_wait_seconds_total")] == p["wait_ns"] / 1e9
+        assert page[key("starling_peer_last_wait_seconds")] == p["last_wait_ns"] / 1e9
+    assert exported == (SIZE - 1)  # every peer of a 2-rank job is a neighbor
+    if SIZE > 1:
+        other = 1 - RANK
+        assert page[("starling_peer_bytes_sent_total", str(RANK), str(other))] >= 5000 * 4
 
 
 @pytest.mark.skipif(BAD is not None, reason="the bad-variable run")

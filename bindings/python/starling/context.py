@@ -293,10 +293,24 @@ class Context:
 
     def stats(self) -> Dict[str, Any]:
         """Counters since creation: operations, fused operations and groups, messages and
-        bytes sent, scratch memory held, bytes copied between CUDA tensors and host
-        staging buffers (staged_bytes); and gpu_path: "none", "staged" or "nccl", how
-        CUDA tensors move (the gpu_path property says why)."""
+        bytes sent and received, scratch memory held, bytes copied between CUDA tensors and
+        host staging buffers (staged_bytes), blocked_ns (nanoseconds the application's
+        threads spent in blocking calls and request waits); and gpu_path: "none",
+        "staged" or "nccl", how CUDA tensors move (the gpu_path property says why)."""
         return _core.py_get_stats(self._handle)
+
+    def peer_stats(self, peer: Optional[int] = None) -> Any:
+        """Traffic with each peer since creation (or the last repair or grow): a list by
+        rank of dicts (one dict for ``peer``) with messages_sent, bytes_sent,
+        messages_received, bytes_received, and waits, wait_ns, last_wait_ns: how many
+        operation steps exchanged messages with that peer, and how long they waited for
+        it (from the step's start until its messages arrived and it took ours) in all
+        and the last time. A slow or late peer shows long waits."""
+        if peer is not None:
+            if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool):
+                raise TypeError(f"peer must be an int rank, got {type(peer).__name__}")
+            return _core.py_get_peer_stats(self._handle, int(peer))
+        return [_core.py_get_peer_stats(self._handle, r) for r in range(self.size)]
 
     @property
     def gpu_path(self) -> str:

@@ -1,5 +1,5 @@
-"""A Prometheus text endpoint per rank: the context's counters (Context.stats()) and the
-gradient monitors' values (starling.torch.monitor_gradients); the same values as
+"""A Prometheus text endpoint per rank: the context's counters (Context.stats()), its
+traffic and waits per peer (Context.peer_stats()) and the gradient monitors' values (starling.torch.monitor_gradients); the same values as
 TensorBoard scalars (write_tensorboard).
 
 Off by default. STARLING_METRICS_PORT=P turns it on in starling.torch.init(): each rank
@@ -25,10 +25,26 @@ _COUNTERS = (("operations", "Operations finished (successfully or not)"),
              ("fusion_groups", "Fused groups of 2 or more operations"),
              ("messages_sent", "Point-to-point messages handed to MPI"),
              ("bytes_sent", "Bytes handed to MPI"),
+             ("messages_received", "Point-to-point messages received from MPI"),
+             ("bytes_received", "Bytes received from MPI"),
              ("staged_bytes", "Bytes copied between CUDA tensors and host staging buffers"),
              ("bytes_before_compression", "Compressed operations' payload bytes before compression"),
              ("bytes_after_compression", "Compressed operations' payload bytes after compression"))
 _GAUGES = (("scratch_bytes", "Scratch memory the context holds now"),)
+_BLOCKED = ("blocked_seconds", "Time the application's threads spent in blocking calls and request waits")
+
+# Context.peer_stats() per peer, labelled peer=<rank>: (key, exported name, kind, help).
+# Counts in ns are exported in seconds.
+_PEER = (("messages_sent", "starling_peer_messages_sent", "counter", "Messages handed to MPI for this peer"),
+         ("bytes_sent", "starling_peer_bytes_sent", "counter", "Bytes handed to MPI for this peer"),
+         ("messages_received", "starling_peer_messages_received", "counter", "Messages received from this peer"),
+         ("bytes_received", "starling_peer_bytes_received", "counter", "Bytes received from this peer"),
+         ("waits", "starling_peer_waits", "counter", "Operation steps that exchanged messages with this peer"),
+         ("wait_ns", "starling_peer_wait_seconds", "counter",
+          "Time operation steps waited for this peer: from the step's start until its messages arrived and it "
+          "took ours"),
+         ("last_wait_ns", "starling_peer_last_wait_seconds", "gauge",
+          "The most recent operation step's wait for this peer"))
 
 _monitors: "weakref.WeakSet[Any]" = weakref.WeakSet()  # every GradientMonitor alive
 _monitors_lock = threading.Lock()  # (added to by the training thread, read by the server's)
@@ -65,6 +81,8 @@ def write_tensorboard(writer: Any, step: int, context: Any = None, prefix: str =
         for key, _ in _COUNTERS + _GAUGES:
             writer.add_scalar(f"{prefix}/{key}", float(stats[key]), step)
             written += 1
+        writer.add_scalar(f"{prefix}/{_BLOCKED[0]}", stats["blocked_ns"] / 1e9, step)
+        written += 1
     with _monitors_lock:
         monitors = sorted(list(_monitors), key=lambda m: m.name)
     for m in monitors:
@@ -145,12 +163,13 @@ class MetricsServer:
         """prometheus_client's collector protocol: the values now."""
         counter, gauge = self._families
         rank = str(self._rank)
-        stats = None
+        stats, peers = None, []
         if not self._context.closed:
             try:
                 stats = self._context.stats()
+                peers = self._context.peer_stats()
             except Exception:  # closed meanwhile: export the monitors only
-                stats = None
+                stats, peers = None, []
         if stats is not None:
             for key, text in _COUNTERS:
                 family = counter(f"starling_{key}", text, labels=["rank"])
@@ -160,6 +179,17 @@ class MetricsServer:
                 family = gauge(f"starling_{key}", text, labels=["rank"])
                 family.add_metric([rank], float(stats[key]))
                 yield family
+            family = counter(f"starling_{_BLOCKED[0]}", _BLOCKED[1], labels=["rank"])
+            family.add_metric([rank], stats["blocked_ns"] / 1e9)
+            yield family
+        # Only the peers this rank exchanged anything with: a neighbor topology touches few.
+        active = [(str(r), p) for r, p in enumerate(peers) if any(p.values())]
+        for key, name, kind, text in _PEER if active else ():
+            family = (counter if kind == "counter" else gauge)(name, text, labels=["rank", "peer"])
+            seconds = key.endswith("_ns")
+            for peer, p in active:
+                family.add_metric([rank, peer], p[key] / 1e9 if seconds else float(p[key]))
+            yield family
         with _monitors_lock:
             monitors = sorted(list(_monitors), key=lambda m: m.name)
         if monitors:

@@ -472,9 +472,17 @@ typedef struct starling_stats {
    * been uncompressed (before). bytes_sent counts both kinds of traffic, headers too. */
   uint64_t bytes_before_compression;
   uint64_t bytes_after_compression;
+  /* Messages and bytes received from MPI. The message counts and bytes cover every
+   * operation's and window's data, headers included (not the failure detector's). */
+  uint64_t messages_received;
+  uint64_t bytes_received;
+  /* Nanoseconds the application's threads spent inside blocking calls and request
+   * waits (running operations or waiting for them): the time communication held the
+   * application up. Threads waiting at once each count. */
+  uint64_t blocked_ns;
 } starling_stats_t;
 
-#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* starling_stats_t.gpu_path. */
 enum starling_gpu_path_code {
@@ -485,6 +493,29 @@ enum starling_gpu_path_code {
 
 /* Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starling_stats_t* out);
+
+/* Traffic with one peer (a rank of the context) since the context's creation, or since
+ * its last repair or grow, which renumber the ranks. Local. For spotting a slow rank or
+ * link: each step of an operation that exchanges messages with a peer waits from its
+ * start until the last of them completed (the peer's arrived, and the peer took ours);
+ * a peer that is late (slow, or behind) or sits behind a slow link shows long waits. */
+typedef struct starling_peer_stats {
+  size_t struct_size;          /* sizeof(starling_peer_stats_t) */
+  uint64_t messages_sent;      /* to this peer, handed to MPI */
+  uint64_t bytes_sent;
+  uint64_t messages_received;  /* from this peer */
+  uint64_t bytes_received;
+  uint64_t waits;              /* operation steps that exchanged messages with this peer */
+  uint64_t wait_ns;            /* their total wait for this peer, nanoseconds */
+  uint64_t last_wait_ns;       /* the most recent one's wait */
+} starling_peer_stats_t;
+
+#define STARLING_PEER_STATS_INIT { sizeof(starling_peer_stats_t), 0, 0, 0, 0, 0, 0, 0 }
+
+/* Fills *out (whose struct_size must be set) for rank `peer` (0 .. size-1).
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, bad struct_size, peer out of range). */
+STARLING_API starling_status_t starling_get_peer_stats(starling_context_t ctx, int peer,
+                                                       starling_peer_stats_t* out);
 
 /* ---------------------------------------------------------------------------------
  * CUDA tensors. Every operation also takes tensors in CUDA device memory (kDLCUDA) or

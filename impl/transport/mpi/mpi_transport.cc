@@ -188,6 +188,7 @@ Ticket MpiTransport::Isend(Channel channel, int peer, const void* data, size_t b
         "MPI_Isend");
   AfterProgress();
   ticket.active = true;
+  if (traffic_ && CountsAsTraffic(channel)) traffic_->Sent(peer, bytes);
   return ticket;
 }
 
@@ -198,6 +199,7 @@ Ticket MpiTransport::Irecv(Channel channel, int peer, void* data, size_t capacit
         "MPI_Irecv");
   AfterProgress();
   ticket.active = true;
+  ticket.receive = traffic_ && CountsAsTraffic(channel);
   return ticket;
 }
 
@@ -222,11 +224,14 @@ bool MpiTransport::Test(Ticket& ticket, Completion* completion) {
   if (!done) return false;
   ticket.active = false;
   AfterCompletion();
-  if (completion != nullptr) {
+  if (completion != nullptr || ticket.receive) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
-    completion->bytes = static_cast<size_t>(count);
-    completion->source = status.MPI_SOURCE;
+    if (ticket.receive) traffic_->Received(status.MPI_SOURCE, static_cast<size_t>(count));
+    if (completion != nullptr) {
+      completion->bytes = static_cast<size_t>(count);
+      completion->source = status.MPI_SOURCE;
+    }
   }
   return true;
 }

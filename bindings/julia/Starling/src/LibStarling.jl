@@ -185,16 +185,38 @@ struct starling_stats_t
     gpu_path::UInt64
     bytes_before_compression::UInt64
     bytes_after_compression::UInt64
+    messages_received::UInt64
+    bytes_received::UInt64
+    blocked_ns::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0, bytes_before_compression=0, bytes_after_compression=0) =
-    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path, bytes_before_compression, bytes_after_compression)
+starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0, bytes_before_compression=0, bytes_after_compression=0, messages_received=0, bytes_received=0, blocked_ns=0) =
+    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path, bytes_before_compression, bytes_after_compression, messages_received, bytes_received, blocked_ns)
 
 # starling_stats_t.gpu_path.
 const starling_gpu_path_code = Cint
 const STARLING_GPU_PATH_NONE = Cint(0)
 const STARLING_GPU_PATH_STAGED = Cint(1)
 const STARLING_GPU_PATH_NCCL = Cint(2)
+
+# Traffic with one peer (a rank of the context) since the context's creation, or since
+# its last repair or grow, which renumber the ranks. Local. For spotting a slow rank or
+# link: each step of an operation that exchanges messages with a peer waits from its
+# start until the last of them completed (the peer's arrived, and the peer took ours);
+# a peer that is late (slow, or behind) or sits behind a slow link shows long waits.
+struct starling_peer_stats_t
+    struct_size::Csize_t
+    messages_sent::UInt64
+    bytes_sent::UInt64
+    messages_received::UInt64
+    bytes_received::UInt64
+    waits::UInt64
+    wait_ns::UInt64
+    last_wait_ns::UInt64
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_peer_stats_t(; struct_size=sizeof(starling_peer_stats_t), messages_sent=0, bytes_sent=0, messages_received=0, bytes_received=0, waits=0, wait_ns=0, last_wait_ns=0) =
+    starling_peer_stats_t(struct_size, messages_sent, bytes_sent, messages_received, bytes_received, waits, wait_ns, last_wait_ns)
 
 # The reduction of starling_allreduce and starling_local_allreduce.
 const starling_reduce_op_t = Cint
@@ -559,6 +581,12 @@ end
 # Fills *out (whose struct_size must be set). Errors: INVALID_HANDLE, INVALID_ARGUMENT.
 function starling_get_stats(ctx, out)
     ccall((:starling_get_stats, libstarling), starling_status_t, (starling_context_t, Ptr{starling_stats_t}), ctx, out)
+end
+
+# Fills *out (whose struct_size must be set) for rank `peer` (0 .. size-1).
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, bad struct_size, peer out of range).
+function starling_get_peer_stats(ctx, peer, out)
+    ccall((:starling_get_peer_stats, libstarling), starling_status_t, (starling_context_t, Cint, Ptr{starling_peer_stats_t}), ctx, peer, out)
 end
 
 # Sets the CUDA stream (a cudaStream_t) that this thread's later operations on CUDA

@@ -74,7 +74,11 @@ machine_size(ctx::Context) = query(L.starling_machine_size, ctx)
 "Same number of ranks on every machine, numbered contiguously per machine."
 is_homogeneous(ctx::Context) = query(L.starling_is_homogeneous, ctx) != 0
 
-"Counters since the context's creation (operations, fusion, messages, bytes, scratch)."
+"""
+Counters since the context's creation (operations, fusion, messages and bytes sent and
+received, scratch, `blocked_ns`: time this process's threads spent in blocking calls and
+request waits).
+"""
 function stats(ctx::Context)
     s = Ref(L.starling_stats_t())
     check(L.starling_get_stats(ctx.handle, s))
@@ -84,7 +88,24 @@ function stats(ctx::Context)
             bytes_sent=Int(v.bytes_sent), scratch_bytes=Int(v.scratch_bytes),
             staged_bytes=Int(v.staged_bytes), gpu_path=Int(v.gpu_path),
             bytes_before_compression=Int(v.bytes_before_compression),
-            bytes_after_compression=Int(v.bytes_after_compression))
+            bytes_after_compression=Int(v.bytes_after_compression),
+            messages_received=Int(v.messages_received), bytes_received=Int(v.bytes_received),
+            blocked_ns=Int(v.blocked_ns))
+end
+
+"""
+Traffic with rank `peer` (0-based) since the context's creation or its last repair or
+grow: messages and bytes each way, and `waits`, `wait_ns`, `last_wait_ns`: how many
+operation steps exchanged messages with `peer`, and how long they waited for it (until its
+messages arrived and it took ours; in all, and the last).
+"""
+function peer_stats(ctx::Context, peer::Integer)
+    s = Ref(L.starling_peer_stats_t())
+    check(L.starling_get_peer_stats(ctx.handle, Cint(peer), s))
+    v = s[]
+    return (messages_sent=Int(v.messages_sent), bytes_sent=Int(v.bytes_sent),
+            messages_received=Int(v.messages_received), bytes_received=Int(v.bytes_received),
+            waits=Int(v.waits), wait_ns=Int(v.wait_ns), last_wait_ns=Int(v.last_wait_ns))
 end
 
 """

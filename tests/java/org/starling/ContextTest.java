@@ -59,6 +59,33 @@ public class ContextTest extends ContextTestBase {
   }
 
   @Test
+  public void peerStatsMatchWhatEachPeerReceived() {
+    double[] x = new double[20000];
+    ctx.allreduce(Tensor.of(x), Tensor.of(x), ReduceOp.SUM);
+    ctx.barrier(); // every message is now counted on both sides
+    // Rank i's row of two size x size matrices, summed: sent[i][j] and received[j][i].
+    double[] sent = new double[size * size], received = new double[size * size];
+    for (int peer = 0; peer < size; ++peer) {
+      PeerStats p = ctx.peerStats(peer);
+      sent[rank * size + peer] = p.bytesSent();
+      received[peer * size + rank] = p.bytesReceived();
+      assertTrue(p.waitNanos() >= p.lastWaitNanos());
+    }
+    Tensor s = Tensor.allocate(DType.FLOAT64, size * size), r = Tensor.allocate(DType.FLOAT64, size * size);
+    ctx.allreduce(Tensor.of(sent), s, ReduceOp.SUM);
+    ctx.allreduce(Tensor.of(received), r, ReduceOp.SUM);
+    assertArrayEquals(s.toDoubleArray(), r.toDoubleArray(), 0.0);
+    if (size > 1) {
+      long total = 0;
+      for (int peer = 0; peer < size; ++peer) total += (long) sent[rank * size + peer];
+      assertTrue("an allreduce of 160 kB sent " + total, total >= 20000L * 8 * (size - 1) / size);
+    }
+    assertTrue(ctx.stats().blockedNanos() > 0);
+    TestSupport.expect(Status.INVALID_ARGUMENT, "peer is -1", () -> ctx.peerStats(-1));
+    TestSupport.expect(Status.INVALID_ARGUMENT, "peer is " + size, () -> ctx.peerStats(size));
+  }
+
+  @Test
   public void timelineIsOffByDefaultAndSaysSo() {
     assertFalse(ctx.timelineEnabled());  // the tests run without STARLING_TIMELINE
     try {

@@ -131,9 +131,16 @@ public final class Context implements AutoCloseable {
 
   /** The context's counters since its creation (operations, messages, bytes, fusion). */
   public Stats stats() {
-    long[] v = new long[10];
+    long[] v = new long[13];
     StarlingNative.get_stats(handle, v);
-    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]), v[8], v[9]);
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]), v[8], v[9], v[10], v[11], v[12]);
+  }
+
+  /** Traffic with rank {@code peer} (0 .. size-1) since creation or the last repair or grow. Local. */
+  public PeerStats peerStats(int peer) {
+    long[] v = new long[7];
+    StarlingNative.get_peer_stats(handle, peer, v);
+    return new PeerStats(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
   }
 
   /**

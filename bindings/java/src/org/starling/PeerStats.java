@@ -1,0 +1,11 @@
+package org.starling;
+
+/**
+ * Traffic with one peer since the context's creation, or its last repair or grow
+ * (starling_peer_stats_t): messages and bytes each way, and how many operation steps
+ * exchanged messages with the peer ({@code waits}) and how long they waited for it (until
+ * its messages arrived and it took ours), in all ({@code waitNanos}) and the last time
+ * ({@code lastWaitNanos}). A slow or late peer shows long waits.
+ */
+public record PeerStats(long messagesSent, long bytesSent, long messagesReceived, long bytesReceived, long waits,
+    long waitNanos, long lastWaitNanos) {}

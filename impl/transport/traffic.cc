@@ -1,0 +1,52 @@
+#include "impl/transport/traffic.h"
+
+namespace starling::transport {
+
+namespace {
+constexpr auto kRelaxed = std::memory_order_relaxed;
+}  // namespace
+
+Traffic::Traffic(TrafficTotals* totals, int size)
+    : totals_(totals), size_(size > 0 ? size : 0), peers_(new Counters[size > 0 ? size : 0]) {}
+
+void Traffic::Sent(int peer, size_t bytes) {
+  totals_->messages_sent.fetch_add(1, kRelaxed);
+  totals_->bytes_sent.fetch_add(bytes, kRelaxed);
+  if (Counters* c = at(peer)) {
+    c->messages_sent.fetch_add(1, kRelaxed);
+    c->bytes_sent.fetch_add(bytes, kRelaxed);
+  }
+}
+
+void Traffic::Received(int peer, size_t bytes) {
+  totals_->messages_received.fetch_add(1, kRelaxed);
+  totals_->bytes_received.fetch_add(bytes, kRelaxed);
+  if (Counters* c = at(peer)) {
+    c->messages_received.fetch_add(1, kRelaxed);
+    c->bytes_received.fetch_add(bytes, kRelaxed);
+  }
+}
+
+void Traffic::Waited(int peer, uint64_t ns) {
+  if (Counters* c = at(peer)) {
+    c->waits.fetch_add(1, kRelaxed);
+    c->wait_ns.fetch_add(ns, kRelaxed);
+    c->last_wait_ns.store(ns, kRelaxed);
+  }
+}
+
+PeerTraffic Traffic::Peer(int peer) const {
+  PeerTraffic out;
+  if (const Counters* c = at(peer)) {
+    out.messages_sent = c->messages_sent.load(kRelaxed);
+    out.bytes_sent = c->bytes_sent.load(kRelaxed);
+    out.messages_received = c->messages_received.load(kRelaxed);
+    out.bytes_received = c->bytes_received.load(kRelaxed);
+    out.waits = c->waits.load(kRelaxed);
+    out.wait_ns = c->wait_ns.load(kRelaxed);
+    out.last_wait_ns = c->last_wait_ns.load(kRelaxed);
+  }
+  return out;
+}
+
+}  // namespace starling::transport

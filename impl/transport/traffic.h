@@ -1,0 +1,68 @@
+// What a context's transport moves, in total and per peer (starling_get_stats and
+// starling_get_peer_stats). Counted where messages are handed to MPI and where
+// receives complete, on the data channels only (not the failure detector's pings or
+// failure notices), so the per-peer figures add up to the totals.
+//
+// Written by whichever thread moves the bytes (the executor, the progress thread
+// serving windows), read by anyone: relaxed atomics, each counter exact on its own
+// (a reader may see one counter of a message updated and not yet the other).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace starling::transport {
+
+// Totals since the context's creation (they survive repair and grow).
+struct TrafficTotals {
+  std::atomic<uint64_t> messages_sent{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> messages_received{0};
+  std::atomic<uint64_t> bytes_received{0};
+};
+
+// One peer's figures (a plain copy).
+struct PeerTraffic {
+  uint64_t messages_sent = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t waits = 0;         // operation steps that exchanged messages with this peer
+  uint64_t wait_ns = 0;       // their total time from the step's start to its last message with this peer
+  uint64_t last_wait_ns = 0;  // the most recent such time
+};
+
+// Per-peer counters for one numbering of the ranks: a repair or grow renumbers them,
+// and the context then starts a new Traffic.
+class Traffic {
+ public:
+  Traffic(TrafficTotals* totals, int size);
+  int size() const { return size_; }
+
+  // Peers outside 0 .. size-1 (none expected) count in the totals only.
+  void Sent(int peer, size_t bytes);
+  void Received(int peer, size_t bytes);
+  void Waited(int peer, uint64_t ns);
+
+  PeerTraffic Peer(int peer) const;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> messages_sent{0};
+    std::atomic<uint64_t> bytes_sent{0};
+    std::atomic<uint64_t> messages_received{0};
+    std::atomic<uint64_t> bytes_received{0};
+    std::atomic<uint64_t> waits{0};
+    std::atomic<uint64_t> wait_ns{0};
+    std::atomic<uint64_t> last_wait_ns{0};
+  };
+  Counters* at(int peer) const { return peer >= 0 && peer < size_ ? &peers_[peer] : nullptr; }
+
+  TrafficTotals* totals_;
+  int size_;
+  std::unique_ptr<Counters[]> peers_;
+};
+
+}  // namespace starling::transport
