@@ -262,11 +262,20 @@ TEST_F(ShmNeighbor, DataGoesThroughSharedMemory) {
   int64_t sx, so;
   DLTensor tx = View(x, &sx), to = View(out, &so);
   ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, nullptr));  // reserves the pages
+  int source = -1;  // an in-neighbor: its frames are still waited for, and counted
+  for (int r = 0; r < size && source < 0; ++r)
+    if (r != rank && w[r][rank] != 0) source = r;
+  ASSERT_GE(source, 0);
   starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  starling_peer_stats_t peer_before = STARLING_PEER_STATS_INIT, peer_after = STARLING_PEER_STATS_INIT;
   ASSERT_OK(starling_get_stats(ctx, &before));
+  ASSERT_OK(starling_get_peer_stats(ctx, source, &peer_before));
   const int calls = 10;
   for (int c = 0; c < calls; ++c) ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, nullptr));
   ASSERT_OK(starling_get_stats(ctx, &after));
+  ASSERT_OK(starling_get_peer_stats(ctx, source, &peer_after));
+  EXPECT_GE(peer_after.waits - peer_before.waits, static_cast<uint64_t>(calls)) << "waits for rank " << source;
+  EXPECT_GE(peer_after.messages_received - peer_before.messages_received, static_cast<uint64_t>(calls));
   const uint64_t sent = after.bytes_sent - before.bytes_sent;
   const uint64_t data = static_cast<uint64_t>(calls) * out_degree * (1u << 20);
   if (ShmOff() || EnvBytes("STARLING_SHM_BUFFER_BYTES", 1u << 30) < (1u << 20)) {
