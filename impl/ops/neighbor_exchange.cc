@@ -135,7 +135,11 @@ void Detach(runtime::Context& context, Segment& segment) {
   segment.lease.reset();
 }
 
-// `shared`: the data is in this rank's outbox (the frame carries the table only).
+// `keep` holds the frame payload (and packed data) until the sends complete.
+// Small frames carry table and data in one message. Otherwise the table travels
+// alone and the data follows as ONE message: a single segment straight from the
+// caller's tensor, several (a fused group) packed together. `shared`: the data is in
+// this rank's outbox instead, and the frame carries the table only.
 void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<Outgoing>& outgoing,
           const Published* shared, std::vector<std::vector<char>>& keep) {
   const size_t table_bytes = outgoing.size() * sizeof(SegmentInfo);
