@@ -3,8 +3,9 @@
 // destinations; the MPI frames carry only tables. These tests run with the path on (the
 // default) and off (STARLING_SHM=0) and must pass both ways:
 // - results against a float64 reference, for sizes on both sides of every threshold
-//   (STARLING_INLINE_BYTES, the outbox's first reservation, STARLING_CHUNK_BYTES,
-//   STARLING_SHM_BUFFER_BYTES as registered, STARLING_FUSION_THRESHOLD), static and
+//   (STARLING_INLINE_BYTES and STARLING_SHM_MIN_BYTES as registered, the outbox's first
+//   reservation, STARLING_CHUNK_BYTES, STARLING_SHM_BUFFER_BYTES as registered,
+//   STARLING_FUSION_THRESHOLD), static and
 //   dynamic topologies, fused bursts, a rank that sleeps between calls;
 // - that the data really went through shared memory (bytes_sent counts only tables), so a
 //   silent fallback to MPI fails;
