@@ -157,4 +157,22 @@ STARLING_API starling_status_t starling_barrier_nonblocking(starling_context_t c
   return Launch(ctx, req, true, [](const runtime::Context& c) { return ops::MakeBarrier(c); });
 }
 
+STARLING_API starling_status_t starling_probe_peers(starling_context_t ctx, const starling_probe_args_t* args,
+                                                    double* latency_seconds, double* bytes_per_second,
+                                                    int count) {
+  return Launch(ctx, nullptr, false, [&](const runtime::Context& c) {
+    const starling_probe_args_t defaults = STARLING_PROBE_ARGS_INIT;
+    const starling_probe_args_t a =
+        CopyOptions(args, defaults, sizeof(starling_probe_args_t), "args", "STARLING_PROBE_ARGS_INIT");
+    if (latency_seconds != nullptr || bytes_per_second != nullptr) {
+      STARLING_CHECK_ARG(count >= c.size(), "count is ", count, " but the outputs need room for ", c.size(),
+                         " values (one per rank)");
+    }
+    constexpr int kDefaultRepetitions = 5;
+    constexpr uint64_t kDefaultBulk = uint64_t{1} << 20;
+    return ops::MakeProbePeers(c, a.repetitions == 0 ? kDefaultRepetitions : a.repetitions,
+                               a.bulk_bytes == 0 ? kDefaultBulk : a.bulk_bytes, latency_seconds, bytes_per_second);
+  });
+}
+
 }  // extern "C"

@@ -259,6 +259,8 @@ STARLING_API starling_status_t starling_get_peer_stats(starling_context_t ctx, i
   full.waits = t.waits;
   full.wait_ns = t.wait_ns;
   full.last_wait_ns = t.last_wait_ns;
+  full.probe_latency_ns = t.probe_latency_ns;
+  full.probe_bytes_per_second = t.probe_bytes_per_second;
   const size_t bytes = std::min(out->struct_size, sizeof full);
   std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<char*>(&full) + sizeof(size_t),
               bytes - sizeof(size_t));

@@ -36,6 +36,10 @@ std::unique_ptr<runtime::Op> MakeReduceScatter(const runtime::Context& context, 
 std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
                                           const TensorView& out, const int64_t* send_counts,
                                           const int64_t* recv_counts, std::string name);
+// starling_probe_peers: latency and throughput to every rank, written by rank into
+// latency / throughput (each NULL or room for size() entries) and kept in the peer stats.
+std::unique_ptr<runtime::Op> MakeProbePeers(const runtime::Context& context, int repetitions, uint64_t bulk_bytes,
+                                            double* latency, double* throughput);
 // The collective half of starling_context_split: agrees on the call, then splits the
 // context's communicator into *out (MPI_COMM_NULL for color < 0; the caller frees it).
 std::unique_ptr<runtime::Op> MakeContextSplit(const runtime::Context& context, int color, int key, MPI_Comm* out);

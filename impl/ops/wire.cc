@@ -34,6 +34,7 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kAlltoall: return "alltoall";
     case OpKind::kContextSplit: return "context_split";
     case OpKind::kNeighborFrame: return "neighbor data";
+    case OpKind::kProbePeers: return "probe_peers";
   }
   return "unknown";
 }

@@ -42,6 +42,7 @@ enum class OpKind : uint8_t {
   kContextSplit,
   kNeighborFrame,         // marks a neighbor frame (neighbor_exchange.h): seq, dtype and
                           // extra (the OpKind) of its first segment, count = its segments
+  kProbePeers,            // count = the throughput pings' bytes, root = repetitions
 };
 const char* OpKindName(OpKind kind);
 

@@ -35,6 +35,13 @@ void Traffic::Waited(int peer, uint64_t ns) {
   }
 }
 
+void Traffic::Probed(int peer, double latency_seconds, double bytes_per_second) {
+  if (Counters* c = at(peer)) {
+    c->probe_latency_ns.store(static_cast<uint64_t>(latency_seconds * 1e9 + 0.5), kRelaxed);
+    c->probe_bytes_per_second.store(static_cast<uint64_t>(bytes_per_second + 0.5), kRelaxed);
+  }
+}
+
 PeerTraffic Traffic::Peer(int peer) const {
   PeerTraffic out;
   if (const Counters* c = at(peer)) {
@@ -45,6 +52,8 @@ PeerTraffic Traffic::Peer(int peer) const {
     out.waits = c->waits.load(kRelaxed);
     out.wait_ns = c->wait_ns.load(kRelaxed);
     out.last_wait_ns = c->last_wait_ns.load(kRelaxed);
+    out.probe_latency_ns = c->probe_latency_ns.load(kRelaxed);
+    out.probe_bytes_per_second = c->probe_bytes_per_second.load(kRelaxed);
   }
   return out;
 }

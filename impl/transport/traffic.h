@@ -32,6 +32,9 @@ struct PeerTraffic {
   uint64_t waits = 0;         // operation steps that exchanged messages with this peer
   uint64_t wait_ns = 0;       // their total time from the step's start to its last message with this peer
   uint64_t last_wait_ns = 0;  // the most recent such time
+  // The last starling_probe_peers (0: never probed).
+  uint64_t probe_latency_ns = 0;
+  uint64_t probe_bytes_per_second = 0;
 };
 
 // Per-peer counters for one numbering of the ranks: a repair or grow renumbers them,
@@ -45,6 +48,7 @@ class Traffic {
   void Sent(int peer, size_t bytes);
   void Received(int peer, size_t bytes);
   void Waited(int peer, uint64_t ns);
+  void Probed(int peer, double latency_seconds, double bytes_per_second);
 
   PeerTraffic Peer(int peer) const;
 
@@ -57,6 +61,8 @@ class Traffic {
     std::atomic<uint64_t> waits{0};
     std::atomic<uint64_t> wait_ns{0};
     std::atomic<uint64_t> last_wait_ns{0};
+    std::atomic<uint64_t> probe_latency_ns{0};
+    std::atomic<uint64_t> probe_bytes_per_second{0};
   };
   Counters* at(int peer) const { return peer >= 0 && peer < size_ ? &peers_[peer] : nullptr; }
 

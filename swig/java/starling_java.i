@@ -101,6 +101,8 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_window_update_args;
 %ignore starling_stats;
 %ignore starling_peer_stats;
+%ignore starling_probe_args;
+%ignore starling_probe_peers;
 // Fault tolerance (ULFM): starling_fault_tolerant and starling_joined as they are;
 // starling_context_repair and starling_context_grow through starling_java_context_repair
 // and starling_java_context_grow below (their structs carry arrays).
@@ -219,24 +221,25 @@ STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
   }
 }
 
-// Peer stats: a long[7] in the struct's field order.
+// Peer stats: a long[9] in the struct's field order.
 %typemap(jni) starling_peer_stats_t* out "jlongArray"
 %typemap(jtype) starling_peer_stats_t* out "long[]"
 %typemap(jstype) starling_peer_stats_t* out "long[]"
 %typemap(javain) starling_peer_stats_t* out "$javainput"
 %typemap(in) starling_peer_stats_t* out (starling_peer_stats_t temp = STARLING_PEER_STATS_INIT) {
-  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 7) {
-    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "peer stats output needs a long[7]");
+  if (!$input || JCALL1(GetArrayLength, jenv, $input) < 9) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "peer stats output needs a long[9]");
     return $null;
   }
   $1 = &temp;
 }
 %typemap(argout) starling_peer_stats_t* out {
   {
-    jlong v[7] = {(jlong)temp$argnum.messages_sent, (jlong)temp$argnum.bytes_sent,
+    jlong v[9] = {(jlong)temp$argnum.messages_sent, (jlong)temp$argnum.bytes_sent,
                   (jlong)temp$argnum.messages_received, (jlong)temp$argnum.bytes_received,
-                  (jlong)temp$argnum.waits, (jlong)temp$argnum.wait_ns, (jlong)temp$argnum.last_wait_ns};
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, 7, v);
+                  (jlong)temp$argnum.waits, (jlong)temp$argnum.wait_ns, (jlong)temp$argnum.last_wait_ns,
+                  (jlong)temp$argnum.probe_latency_ns, (jlong)temp$argnum.probe_bytes_per_second};
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, 9, v);
   }
 }
 
@@ -367,6 +370,17 @@ starling_status_t starling_java_context_split(starling_context_t ctx, int color,
   starling_split_options_t options = STARLING_SPLIT_OPTIONS_INIT;
   options.nodes_per_machine = nodes_per_machine;
   return starling_context_split(ctx, color, key, &options, out);
+}
+%}
+
+%inline %{
+/* starling_probe_peers with flat arguments; the Java layer reads the figures back from
+ * the peer stats. bulk_bytes >= 0 (checked by the Java layer). */
+starling_status_t starling_java_probe_peers(starling_context_t ctx, int repetitions, int64_t bulk_bytes) {
+  starling_probe_args_t args = STARLING_PROBE_ARGS_INIT;
+  args.repetitions = repetitions;
+  args.bulk_bytes = (uint64_t)bulk_bytes;
+  return starling_probe_peers(ctx, &args, NULL, NULL, 0);
 }
 %}
 

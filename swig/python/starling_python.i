@@ -512,6 +512,8 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_alltoall_nonblocking;
 %ignore starling_get_stats;
 %ignore starling_get_peer_stats;
+%ignore starling_probe_peers;
+%ignore starling_probe_args;
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
@@ -580,6 +582,15 @@ static starling_status_t py_context_create(int use_host_comm, int64_t host_comm,
   options.host_comm = host_comm;
   options.nodes_per_machine = nodes_per_machine;
   return starling_context_create(&options, out);
+}
+
+/* starling_probe_peers with flat arguments; the figures are read back from the peer
+ * stats (the GIL is released meanwhile). */
+static starling_status_t py_probe_peers(starling_context_t ctx, int repetitions, uint64_t bulk_bytes) {
+  starling_probe_args_t args = STARLING_PROBE_ARGS_INIT;
+  args.repetitions = repetitions;
+  args.bulk_bytes = bulk_bytes;
+  return starling_probe_peers(ctx, &args, NULL, NULL, 0);
 }
 
 /* reduce_scatter / alltoall, blocking (*req stays NULL: None) or not. */
@@ -1130,12 +1141,14 @@ static PyObject* py_get_peer_stats(starling_context_t ctx, int peer) {
   starling_peer_stats_t stats = STARLING_PEER_STATS_INIT;
   const starling_status_t status = starling_get_peer_stats(ctx, peer, &stats);
   if (status < 0) { starling_py_raise(status); return NULL; }
-  return Py_BuildValue("{sKsKsKsKsKsKsK}", "messages_sent", (unsigned long long)stats.messages_sent,
+  return Py_BuildValue("{sKsKsKsKsKsKsKsKsK}", "messages_sent", (unsigned long long)stats.messages_sent,
                        "bytes_sent", (unsigned long long)stats.bytes_sent,
                        "messages_received", (unsigned long long)stats.messages_received,
                        "bytes_received", (unsigned long long)stats.bytes_received,
                        "waits", (unsigned long long)stats.waits,
                        "wait_ns", (unsigned long long)stats.wait_ns,
-                       "last_wait_ns", (unsigned long long)stats.last_wait_ns);
+                       "last_wait_ns", (unsigned long long)stats.last_wait_ns,
+                       "probe_latency_ns", (unsigned long long)stats.probe_latency_ns,
+                       "probe_bytes_per_second", (unsigned long long)stats.probe_bytes_per_second);
 }
 %}

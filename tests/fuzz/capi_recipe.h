@@ -26,6 +26,9 @@ enum Entry : uint8_t {
   kStats,          // starling_get_stats with a fuzzed struct_size
   kReduceScatter,  // counts: the harness's first_dims list (kNullFirstDims: NULL)
   kAlltoall,       // send and recv counts: first_dims and first_dims + 1 (NULL as above)
+  kPeerStats,      // starling_get_peer_stats: peer from value, struct_size from args
+  kProbePeers,     // starling_probe_peers: repetitions from value, bulk_bytes from small,
+                   // count from args.num_sources (kNullOut: no outputs, kNullArgs: no args)
   kNumEntries,
 };
 

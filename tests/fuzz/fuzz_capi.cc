@@ -173,6 +173,21 @@ starling_status_t Call(Entry entry, const CallRecipe& r, DLTensor* in, DLTensor*
       return nb ? starling_alltoall_nonblocking(ctx, in, out, dims, recv, "fuzz", req)
                 : starling_alltoall(ctx, in, out, dims, recv, "fuzz");
     }
+    case kPeerStats: {
+      starling_peer_stats_t stats = STARLING_PEER_STATS_INIT;
+      stats.struct_size = r.args.struct_size % 128;
+      return starling_get_peer_stats(ctx, r.value, &stats);
+    }
+    case kProbePeers: {
+      starling_probe_args_t a = STARLING_PROBE_ARGS_INIT;
+      a.struct_size = r.args.struct_size % 64;
+      a.repetitions = r.value;
+      a.bulk_bytes = static_cast<uint64_t>(static_cast<int64_t>(r.small)) << 20;  // negative: huge
+      // The outputs are harness memory: room for kArenaBytes / 8 values, far more than
+      // the context's one rank needs, whatever count claims.
+      double* out = (r.flags & kNullOut) ? nullptr : reinterpret_cast<double*>(H().arena);
+      return starling_probe_peers(ctx, (r.flags & kNullArgs) ? nullptr : &a, out, out, r.args.num_sources);
+    }
     case kNumEntries:
       break;
   }

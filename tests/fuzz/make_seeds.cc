@@ -183,6 +183,12 @@ void CapiSeeds() {
     r.args.self_weight = 0.5;
     if (e == kContextCreate) r.args.struct_size = sizeof(starling_context_options_t);
     if (e == kStats) r.args.struct_size = sizeof(starling_stats_t);
+    if (e == kPeerStats) r.args.struct_size = sizeof(starling_peer_stats_t);
+    if (e == kProbePeers) {
+      r.args.struct_size = sizeof(starling_probe_args_t);
+      r.value = 2;  // repetitions
+      r.args.num_sources = 1;  // count
+    }
     std::vector<char> seed;
     Append(&seed, r);
     Write("capi", "entry_" + std::to_string(e), seed);

@@ -157,6 +157,51 @@ TEST_F(PeerStats, ALatePeerShowsTheLongWait) {
   }
 }
 
+TEST_F(PeerStats, ProbeMeasuresEveryPeer) {
+  starling_probe_args_t args = STARLING_PROBE_ARGS_INIT;
+  args.repetitions = 3;
+  args.bulk_bytes = 256 << 10;
+  std::vector<double> latency(size + 1, -1.0), throughput(size + 1, -1.0);
+  ASSERT_OK(starling_barrier(ctx));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK(starling_probe_peers(ctx, &args, latency.data(), throughput.data(), size + 1));
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(latency[size], -1.0) << "wrote past size entries";
+  for (int peer = 0; peer < size; ++peer) {
+    starling_peer_stats_t s = STARLING_PEER_STATS_INIT;
+    ASSERT_OK(starling_get_peer_stats(ctx, peer, &s));
+    if (peer == rank) {
+      EXPECT_EQ(latency[peer], 0.0);
+      EXPECT_EQ(throughput[peer], 0.0);
+      EXPECT_EQ(s.probe_latency_ns, 0u);
+      continue;
+    }
+    // The best of 3 round trips is at most their mean, so each figure is bounded by the
+    // time the whole call took.
+    EXPECT_GT(latency[peer], 0.0) << "peer " << peer;
+    EXPECT_LE(2 * latency[peer], elapsed / args.repetitions) << "peer " << peer;
+    EXPECT_GT(throughput[peer], 0.0) << "peer " << peer;
+    EXPECT_LE(args.bulk_bytes / throughput[peer], elapsed / args.repetitions) << "peer " << peer;
+    // The same figures in the peer stats (in ns and bytes/s, rounded).
+    EXPECT_NEAR(static_cast<double>(s.probe_latency_ns), latency[peer] * 1e9, 1.0) << "peer " << peer;
+    EXPECT_NEAR(static_cast<double>(s.probe_bytes_per_second), throughput[peer], 1.0) << "peer " << peer;
+  }
+  // Defaults, outputs optional.
+  ASSERT_OK(starling_probe_peers(ctx, nullptr, nullptr, nullptr, 0));
+}
+
+TEST_F(PeerStats, ProbeWithDifferentArgsIsAMismatchEverywhere) {
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+  starling_probe_args_t args = STARLING_PROBE_ARGS_INIT;
+  args.repetitions = rank == 0 ? 2 : 3;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, nullptr, nullptr, 0), STARLING_ERR_MISMATCH, "probe_peers");
+  // The context goes on: an exact allreduce.
+  Buffer x(Kind::kF64, {4}), y(Kind::kF64, {4});
+  for (size_t i = 0; i < 4; ++i) x.set(i, rank + i);
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, nullptr));
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(y.get(i), size * (size - 1) / 2.0 + size * static_cast<double>(i));
+}
+
 TEST_F(PeerStats, BadInput) {
   starling_peer_stats_t s = STARLING_PEER_STATS_INIT;
   EXPECT_ERROR(starling_get_peer_stats(ctx, 0, nullptr), STARLING_ERR_INVALID_ARGUMENT, "out");
@@ -165,6 +210,26 @@ TEST_F(PeerStats, BadInput) {
   EXPECT_ERROR(starling_get_peer_stats(nullptr, 0, &s), STARLING_ERR_INVALID_HANDLE, "");
   s.struct_size = 0;
   EXPECT_ERROR(starling_get_peer_stats(ctx, 0, &s), STARLING_ERR_INVALID_ARGUMENT, "STARLING_PEER_STATS_INIT");
+  // starling_probe_peers: refused on the calling rank before anything travels.
+  starling_probe_args_t args = STARLING_PROBE_ARGS_INIT;
+  std::vector<double> out(size);
+  args.repetitions = -1;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, nullptr, nullptr, 0), STARLING_ERR_INVALID_ARGUMENT, "repetitions is -1");
+  args.repetitions = 1001;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, nullptr, nullptr, 0), STARLING_ERR_INVALID_ARGUMENT, "give 1 to 1000");
+  args.repetitions = 0;
+  args.bulk_bytes = (uint64_t{1} << 30) + 1;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, nullptr, nullptr, 0), STARLING_ERR_INVALID_ARGUMENT, "bulk_bytes is");
+  args.bulk_bytes = 0;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, out.data(), nullptr, size - 1), STARLING_ERR_INVALID_ARGUMENT,
+               "count is");
+  args.struct_size = 0;
+  EXPECT_ERROR(starling_probe_peers(ctx, &args, nullptr, nullptr, 0), STARLING_ERR_INVALID_ARGUMENT,
+               "STARLING_PROBE_ARGS_INIT");
+  EXPECT_ERROR(starling_probe_peers(nullptr, nullptr, nullptr, nullptr, 0), STARLING_ERR_INVALID_HANDLE, "");
+  // After all that, the ranks still agree (nothing was sent): a probe works.
+  ASSERT_OK(starling_probe_peers(ctx, nullptr, out.data(), nullptr, size));
+
   // An older caller's smaller struct gets the fields it knows, nothing beyond.
   struct {
     size_t struct_size;

@@ -81,8 +81,25 @@ TEST_F(Repair, WithoutAFailure) {
   out.old_to_new_capacity = 16;
   out.failed = failed;
   out.failed_capacity = 16;
+  // Per-peer traffic restarts with the new numbering of the ranks; the totals go on.
+  ASSERT_OK(starling_barrier(ctx));
+  auto peer_bytes = [&] {
+    uint64_t sum = 0;
+    for (int peer = 0; peer < size; ++peer) {
+      starling_peer_stats_t p = STARLING_PEER_STATS_INIT;
+      EXPECT_OK(starling_get_peer_stats(ctx, peer, &p));
+      sum += p.bytes_sent;
+    }
+    return sum;
+  };
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  EXPECT_EQ(peer_bytes(), before.bytes_sent);
   ASSERT_OK(starling_context_repair(ctx, &opts, &out));
   ASSERT_OK(starling_topology_free(ring));
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  EXPECT_GE(after.bytes_sent, before.bytes_sent);
+  if (size > 1) EXPECT_LT(peer_bytes(), before.bytes_sent) << "per-peer counts did not restart";
   EXPECT_EQ(out.old_rank, rank);
   EXPECT_EQ(out.new_rank, rank);
   EXPECT_EQ(out.old_size, size);

@@ -187,6 +187,27 @@ def test_peer_stats_match_what_each_peer_received(ctx):
     assert all(r["wait_ns"] >= r["last_wait_ns"] for r in waits)
 
 
+def test_probe_peers(ctx):
+    import time
+    start = time.perf_counter()
+    probe = ctx.probe_peers(repetitions=2, bulk_bytes=100_000)
+    elapsed = time.perf_counter() - start
+    latency, throughput = probe["latency_seconds"], probe["bytes_per_second"]
+    assert len(latency) == len(throughput) == SIZE and latency[RANK] == throughput[RANK] == 0.0
+    peers = ctx.peer_stats()
+    for peer in range(SIZE):
+        if peer != RANK:  # the best of 2 round trips is at most their mean
+            assert 0 < 2 * latency[peer] <= elapsed / 2, (peer, latency)
+            assert 0 < 100_000 / throughput[peer] <= elapsed / 2, (peer, throughput)
+            assert peers[peer]["probe_latency_ns"] == round(latency[peer] * 1e9)
+    with pytest.raises(starling.InvalidArgumentError, match="repetitions is 0; give 1 to 1000"):
+        ctx.probe_peers(repetitions=0)
+    with pytest.raises(starling.InvalidArgumentError, match="bulk_bytes is -1"):
+        ctx.probe_peers(bulk_bytes=-1)
+    with pytest.raises(TypeError, match="repetitions must be an int"):
+        ctx.probe_peers(repetitions=2.5)
+
+
 def test_peer_stats_bad_input(ctx):
     with pytest.raises(starling.InvalidArgumentError, match="peer is -1"):
         ctx.peer_stats(-1)

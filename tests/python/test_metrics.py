@@ -93,6 +93,7 @@ def test_counters_over_http():
 @pytest.mark.skipif(BAD is not None, reason="the bad-variable run")
 def test_peer_figures_over_http():
     bf.neighbor_allreduce(torch.ones(5000), name="metrics.peers")
+    probe = _state.context.probe_peers(repetitions=2)
     bf.barrier()
     page = scrape(PORT)
     peers = _state.context.peer_stats()
@@ -110,6 +111,8 @@ def test_peer_figures_over_http():
         assert page[key("starling_peer_messages_received_total")] == p["messages_received"]
         assert page[key("starling_peer_wait_seconds_total")] == p["wait_ns"] / 1e9
         assert page[key("starling_peer_last_wait_seconds")] == p["last_wait_ns"] / 1e9
+        assert page[key("starling_peer_probe_latency_seconds")] == p["probe_latency_ns"] / 1e9
+        assert page[key("starling_peer_probe_bytes_per_second")] == probe["bytes_per_second"][peer] > 0
     assert exported == (SIZE - 1)  # every peer of a 2-rank job is a neighbor
     if SIZE > 1:
         # Handed to MPI: between ranks of one host the neighbor data goes through shared

@@ -312,6 +312,24 @@ class Context:
             return _core.py_get_peer_stats(self._handle, int(peer))
         return [_core.py_get_peer_stats(self._handle, r) for r in range(self.size)]
 
+    def probe_peers(self, repetitions: int = 5, bulk_bytes: int = 1 << 20) -> Dict[str, List[float]]:
+        """Measures this rank's latency to every other rank and its throughput to it by
+        ping-pong, all ranks at once (collective: every rank calls it alike). Returns
+        {"latency_seconds": [...], "bytes_per_second": [...]} by rank (0 for this rank):
+        half the best of `repetitions` header-only round trips, and `bulk_bytes` over the
+        best bulk round trip less the header-only one. Takes size - 1 rounds; the figures
+        also stay in peer_stats() until the next probe."""
+        for value, what, low, high in ((repetitions, "repetitions", 1, 1000), (bulk_bytes, "bulk_bytes", 1, 1 << 30)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+            if not low <= value <= high:
+                raise InvalidArgumentError(f"{what} is {value}; give {low} to {high}")
+        _core.py_probe_peers(self._handle, int(repetitions), int(bulk_bytes))
+        peers = self.peer_stats()
+        return {"latency_seconds": [0.0 if r == self.rank else p["probe_latency_ns"] / 1e9 for r, p in enumerate(peers)],
+                "bytes_per_second": [0.0 if r == self.rank else float(p["probe_bytes_per_second"])
+                                     for r, p in enumerate(peers)]}
+
     @property
     def gpu_path(self) -> str:
         """How this context moves CUDA tensors, and why: "none (no CUDA tensor used yet)"

@@ -44,7 +44,11 @@ _PEER = (("messages_sent", "starling_peer_messages_sent", "counter", "Messages h
           "Time operation steps waited for this peer: from the step's start until its messages arrived and it "
           "took ours"),
          ("last_wait_ns", "starling_peer_last_wait_seconds", "gauge",
-          "The most recent operation step's wait for this peer"))
+          "The most recent operation step's wait for this peer"),
+         ("probe_latency_ns", "starling_peer_probe_latency_seconds", "gauge",
+          "Latency to this peer at the last Context.probe_peers() (0: never probed)"),
+         ("probe_bytes_per_second", "starling_peer_probe_bytes_per_second", "gauge",
+          "Throughput to this peer at the last Context.probe_peers() (0: never probed)"))
 
 _monitors: "weakref.WeakSet[Any]" = weakref.WeakSet()  # every GradientMonitor alive
 _monitors_lock = threading.Lock()  # (added to by the training thread, read by the server's)

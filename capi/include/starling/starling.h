@@ -508,14 +508,45 @@ typedef struct starling_peer_stats {
   uint64_t waits;              /* operation steps that exchanged messages with this peer */
   uint64_t wait_ns;            /* their total wait for this peer, nanoseconds */
   uint64_t last_wait_ns;       /* the most recent one's wait */
+  /* The last starling_probe_peers' figures for this peer (0: never probed). */
+  uint64_t probe_latency_ns;
+  uint64_t probe_bytes_per_second;
 } starling_peer_stats_t;
 
-#define STARLING_PEER_STATS_INIT { sizeof(starling_peer_stats_t), 0, 0, 0, 0, 0, 0, 0 }
+#define STARLING_PEER_STATS_INIT { sizeof(starling_peer_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fills *out (whose struct_size must be set) for rank `peer` (0 .. size-1).
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, bad struct_size, peer out of range). */
 STARLING_API starling_status_t starling_get_peer_stats(starling_context_t ctx, int peer,
                                                        starling_peer_stats_t* out);
+
+/* Options of starling_probe_peers; NULL means all defaults. */
+typedef struct starling_probe_args {
+  size_t struct_size;   /* sizeof(starling_probe_args_t) */
+  int repetitions;      /* round trips per peer and kind, the best kept (0: 5; at most 1000) */
+  uint64_t bulk_bytes;  /* the throughput pings' size (0: 1 MiB; at most 1 GiB) */
+} starling_probe_args_t;
+
+#define STARLING_PROBE_ARGS_INIT { sizeof(starling_probe_args_t), 0, 0 }
+
+/* Measures this rank's latency to every other rank, and its throughput to it, by
+ * ping-pong (KungFu's peer latencies, and more). Collective and blocking: every rank
+ * calls it with the same args. In round r = 1 .. size-1 each rank i pings i + r while
+ * answering i - r, so all ranks probe at once (a shared link or memory bus is measured
+ * loaded, as in training) and no clocks need to agree. Latency: half the best round
+ * trip of header-only pings; throughput: bulk_bytes over the best round trip of a
+ * bulk ping less the header-only one. Takes size - 1 rounds of 2 * repetitions round
+ * trips: milliseconds on one host, proportional to the number of ranks.
+ * latency_seconds and bytes_per_second: NULL, or room for `count` >= size values,
+ * written by rank (this rank's own entries 0). The figures are also kept in
+ * starling_peer_stats_t (probe_latency_ns, probe_bytes_per_second) until the next
+ * probe; the probe's own messages and waits count in the peer stats too.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad args, count < size with an output),
+ * MISMATCH (ranks call it with different args, or make other calls meanwhile),
+ * ABORTED, PEER_FAILED, TIMEOUT, TRANSPORT. */
+STARLING_API starling_status_t starling_probe_peers(starling_context_t ctx, const starling_probe_args_t* args,
+                                                    double* latency_seconds, double* bytes_per_second,
+                                                    int count);
 
 /* ---------------------------------------------------------------------------------
  * CUDA tensors. Every operation also takes tensors in CUDA device memory (kDLCUDA) or

@@ -213,10 +213,22 @@ struct starling_peer_stats_t
     waits::UInt64
     wait_ns::UInt64
     last_wait_ns::UInt64
+    probe_latency_ns::UInt64
+    probe_bytes_per_second::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_peer_stats_t(; struct_size=sizeof(starling_peer_stats_t), messages_sent=0, bytes_sent=0, messages_received=0, bytes_received=0, waits=0, wait_ns=0, last_wait_ns=0) =
-    starling_peer_stats_t(struct_size, messages_sent, bytes_sent, messages_received, bytes_received, waits, wait_ns, last_wait_ns)
+starling_peer_stats_t(; struct_size=sizeof(starling_peer_stats_t), messages_sent=0, bytes_sent=0, messages_received=0, bytes_received=0, waits=0, wait_ns=0, last_wait_ns=0, probe_latency_ns=0, probe_bytes_per_second=0) =
+    starling_peer_stats_t(struct_size, messages_sent, bytes_sent, messages_received, bytes_received, waits, wait_ns, last_wait_ns, probe_latency_ns, probe_bytes_per_second)
+
+# Options of starling_probe_peers; NULL means all defaults.
+struct starling_probe_args_t
+    struct_size::Csize_t
+    repetitions::Cint
+    bulk_bytes::UInt64
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_probe_args_t(; struct_size=sizeof(starling_probe_args_t), repetitions=0, bulk_bytes=0) =
+    starling_probe_args_t(struct_size, repetitions, bulk_bytes)
 
 # The reduction of starling_allreduce and starling_local_allreduce.
 const starling_reduce_op_t = Cint
@@ -587,6 +599,25 @@ end
 # Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out, bad struct_size, peer out of range).
 function starling_get_peer_stats(ctx, peer, out)
     ccall((:starling_get_peer_stats, libstarling), starling_status_t, (starling_context_t, Cint, Ptr{starling_peer_stats_t}), ctx, peer, out)
+end
+
+# Measures this rank's latency to every other rank, and its throughput to it, by
+# ping-pong (KungFu's peer latencies, and more). Collective and blocking: every rank
+# calls it with the same args. In round r = 1 .. size-1 each rank i pings i + r while
+# answering i - r, so all ranks probe at once (a shared link or memory bus is measured
+# loaded, as in training) and no clocks need to agree. Latency: half the best round
+# trip of header-only pings; throughput: bulk_bytes over the best round trip of a
+# bulk ping less the header-only one. Takes size - 1 rounds of 2 * repetitions round
+# trips: milliseconds on one host, proportional to the number of ranks.
+# latency_seconds and bytes_per_second: NULL, or room for `count` >= size values,
+# written by rank (this rank's own entries 0). The figures are also kept in
+# starling_peer_stats_t (probe_latency_ns, probe_bytes_per_second) until the next
+# probe; the probe's own messages and waits count in the peer stats too.
+# Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad args, count < size with an output),
+# MISMATCH (ranks call it with different args, or make other calls meanwhile),
+# ABORTED, PEER_FAILED, TIMEOUT, TRANSPORT.
+function starling_probe_peers(ctx, args, latency_seconds, bytes_per_second, count)
+    ccall((:starling_probe_peers, libstarling), starling_status_t, (starling_context_t, Ptr{starling_probe_args_t}, Ptr{Cdouble}, Ptr{Cdouble}, Cint), ctx, args, latency_seconds, bytes_per_second, count)
 end
 
 # Sets the CUDA stream (a cudaStream_t) that this thread's later operations on CUDA

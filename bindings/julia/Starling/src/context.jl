@@ -105,7 +105,25 @@ function peer_stats(ctx::Context, peer::Integer)
     v = s[]
     return (messages_sent=Int(v.messages_sent), bytes_sent=Int(v.bytes_sent),
             messages_received=Int(v.messages_received), bytes_received=Int(v.bytes_received),
-            waits=Int(v.waits), wait_ns=Int(v.wait_ns), last_wait_ns=Int(v.last_wait_ns))
+            waits=Int(v.waits), wait_ns=Int(v.wait_ns), last_wait_ns=Int(v.last_wait_ns),
+            probe_latency_ns=Int(v.probe_latency_ns), probe_bytes_per_second=Int(v.probe_bytes_per_second))
+end
+
+"""
+Measures this rank's latency to every other rank and its throughput to it by ping-pong,
+all ranks at once (collective: every rank calls it alike). Returns
+`(latency_seconds, bytes_per_second)`, vectors indexed by rank + 1 (0 for this rank):
+half the best of `repetitions` header-only round trips, and `bulk_bytes` over the best
+bulk round trip less the header-only one. The figures also stay in `peer_stats`.
+"""
+function probe_peers(ctx::Context; repetitions::Integer=5, bulk_bytes::Integer=1 << 20)
+    bulk_bytes >= 0 || throw(ArgumentError("bulk_bytes must be >= 0, got $bulk_bytes"))
+    n = query(L.starling_size, ctx)
+    latency = zeros(Float64, n)
+    throughput = zeros(Float64, n)
+    args = Ref(L.starling_probe_args_t(; repetitions=Cint(repetitions), bulk_bytes=UInt64(bulk_bytes)))
+    check(L.starling_probe_peers(ctx.handle, args, latency, throughput, Cint(n)))
+    return latency, throughput
 end
 
 """

@@ -86,6 +86,27 @@ public class ContextTest extends ContextTestBase {
   }
 
   @Test
+  public void probePeersFillsThePeerStats() {
+    long start = System.nanoTime();
+    ctx.probePeers(2, 100000);
+    long elapsed = System.nanoTime() - start;
+    for (int peer = 0; peer < size; ++peer) {
+      PeerStats p = ctx.peerStats(peer);
+      if (peer == rank) {
+        assertEquals(0, p.probeLatencyNanos());
+        continue;
+      }
+      // The best of 2 round trips is at most their mean.
+      assertTrue(p.toString(), p.probeLatencyNanos() > 0 && 2 * p.probeLatencyNanos() <= elapsed / 2);
+      assertTrue(p.toString(), p.probeBytesPerSecond() > 0 && 100000.0 / p.probeBytesPerSecond() <= elapsed / 2e9);
+    }
+    TestSupport.expect(Status.INVALID_ARGUMENT, "repetitions is 1001", () -> ctx.probePeers(1001, 1));
+    TestSupport.expect(Status.INVALID_ARGUMENT, "bulk_bytes is", () -> ctx.probePeers(1, (1L << 30) + 1));
+    TestSupport.expect(IllegalArgumentException.class, "repetitions must be >= 1", () -> ctx.probePeers(0, 1));
+    TestSupport.expect(IllegalArgumentException.class, "bulkBytes must be >= 1", () -> ctx.probePeers(1, -1));
+  }
+
+  @Test
   public void timelineIsOffByDefaultAndSaysSo() {
     assertFalse(ctx.timelineEnabled());  // the tests run without STARLING_TIMELINE
     try {

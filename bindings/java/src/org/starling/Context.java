@@ -138,9 +138,28 @@ public final class Context implements AutoCloseable {
 
   /** Traffic with rank {@code peer} (0 .. size-1) since creation or the last repair or grow. Local. */
   public PeerStats peerStats(int peer) {
-    long[] v = new long[7];
+    long[] v = new long[9];
     StarlingNative.get_peer_stats(handle, peer, v);
-    return new PeerStats(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+    return new PeerStats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+  }
+
+  /**
+   * Measures this rank's latency to every other rank and its throughput to it by
+   * ping-pong, all ranks at once (collective: every rank calls it alike; size - 1
+   * rounds). The figures land in {@link #peerStats(int)}: {@code probeLatencyNanos},
+   * {@code probeBytesPerSecond}. repetitions: 1-1000 round trips per peer and kind, the
+   * best kept; bulkBytes: 1 byte to 1 GiB, the throughput pings' size.
+   */
+  public void probePeers(int repetitions, long bulkBytes) {
+    // (0 means "the default" in the C call, never here.)
+    if (repetitions < 1) throw new IllegalArgumentException("repetitions must be >= 1, got " + repetitions);
+    if (bulkBytes < 1) throw new IllegalArgumentException("bulkBytes must be >= 1, got " + bulkBytes);
+    StarlingNative.java_probe_peers(handle, repetitions, bulkBytes);
+  }
+
+  /** {@link #probePeers(int, long)} with 5 repetitions and 1 MiB pings. */
+  public void probePeers() {
+    probePeers(5, 1L << 20);
   }
 
   /**
