@@ -77,6 +77,11 @@ TEST(Config, ParsesValues) {
   EXPECT_EQ(c.nodes_per_machine, 2);
   EXPECT_EQ(c.timeline_prefix, "/tmp/tl");
   EXPECT_EQ(c.chunk_bytes, 65536u);
+  const Config shm = Parse({{"STARLING_SHM_BUFFER_BYTES", "0"}, {"STARLING_SHM_MIN_BYTES", "4096"}});
+  EXPECT_EQ(shm.shm_buffer_bytes, 0u);
+  EXPECT_EQ(shm.shm_min_bytes, 4096u);
+  EXPECT_EQ(Parse({}).shm_buffer_bytes, size_t{256} << 20);
+  EXPECT_EQ(Parse({}).shm_min_bytes, 0u);
 }
 
 TEST(Config, BlueFogAliasesApplyAndStarlingNamesWin) {
@@ -98,6 +103,8 @@ TEST(Config, RejectsBadValuesNamingTheVariable) {
             std::string::npos);
   EXPECT_NE(ParseError({{"STARLING_STALL_WARNING_SECONDS", "nan"}}).find("STARLING_STALL_WARNING_SECONDS"),
             std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_SHM_BUFFER_BYTES", "2e12"}}).find("exceeds 1 TiB"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_SHM_MIN_BYTES", "-1"}}).find("STARLING_SHM_MIN_BYTES"), std::string::npos);
 }
 
 TEST(Config, DescribeListsEveryVariableWithValueInEffect) {
