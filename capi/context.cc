@@ -226,6 +226,8 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
   full.messages_received = stats.traffic.messages_received.load();
   full.bytes_received = stats.traffic.bytes_received.load();
   full.blocked_ns = stats.blocked_ns.load();
+  full.shm_bytes_sent = stats.traffic.shm_bytes_sent.load();
+  full.shm_bytes_received = stats.traffic.shm_bytes_received.load();
   full.scratch_bytes = stats.scratch_bytes.load();
   full.bytes_before_compression = stats.bytes_before_compression.load();
   full.bytes_after_compression = stats.bytes_after_compression.load();

@@ -236,10 +236,14 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());
+  transport::Traffic* traffic = context.transport().traffic();
+  size_t data_bytes = 0;
+  for (const Outgoing& o : outgoing) data_bytes += o.info.bytes;
   for (size_t d = 0; d < destinations.size(); ++d) {
     const bool linked = shared && links->linked(destinations[d]);
     Send(sends, context.rank(), destinations[d], destination_weights[d], outgoing, linked ? &published : nullptr,
          keep);
+    if (linked && traffic) traffic->SentShared(destinations[d], data_bytes);
   }
 
   std::vector<std::vector<Segment>> result(sources.size());
@@ -281,6 +285,8 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
           if (!lease) lease = std::make_shared<Lease>(links, sources[s], info.shm_publication);
           segment.lease = lease;
           segment.data = ReadShared(context, *links, sources[s], info, what);
+          if (transport::Traffic* traffic = context.transport().traffic())
+            traffic->ReceivedShared(sources[s], info.bytes);
         } else {
           segment.storage = storage;
           segment.data = cursor;

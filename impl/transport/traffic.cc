@@ -27,6 +27,18 @@ void Traffic::Received(int peer, size_t bytes) {
   }
 }
 
+void Traffic::SentShared(int peer, size_t bytes) {
+  totals_->bytes_sent.fetch_add(bytes, kRelaxed);
+  totals_->shm_bytes_sent.fetch_add(bytes, kRelaxed);
+  if (Counters* c = at(peer)) c->bytes_sent.fetch_add(bytes, kRelaxed);
+}
+
+void Traffic::ReceivedShared(int peer, size_t bytes) {
+  totals_->bytes_received.fetch_add(bytes, kRelaxed);
+  totals_->shm_bytes_received.fetch_add(bytes, kRelaxed);
+  if (Counters* c = at(peer)) c->bytes_received.fetch_add(bytes, kRelaxed);
+}
+
 void Traffic::Waited(int peer, uint64_t ns) {
   if (Counters* c = at(peer)) {
     c->waits.fetch_add(1, kRelaxed);

@@ -1,7 +1,8 @@
-// What a context's transport moves, in total and per peer (starling_get_stats and
-// starling_get_peer_stats). Counted where messages are handed to MPI and where
+// What a context moves to and from its peers, in total and per peer (starling_get_stats
+// and starling_get_peer_stats). Counted where messages are handed to MPI and where
 // receives complete, on the data channels only (not the failure detector's pings or
-// failure notices), so the per-peer figures add up to the totals.
+// failure notices), and where data is published in shared memory for a same-host peer
+// and read there, so the per-peer figures add up to the totals whatever the path.
 //
 // Written by whichever thread moves the bytes (the executor, the progress thread
 // serving windows), read by anyone: relaxed atomics, each counter exact on its own
@@ -21,6 +22,9 @@ struct TrafficTotals {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> messages_received{0};
   std::atomic<uint64_t> bytes_received{0};
+  // Of the bytes above, those that went through shared memory instead of MPI.
+  std::atomic<uint64_t> shm_bytes_sent{0};
+  std::atomic<uint64_t> shm_bytes_received{0};
 };
 
 // One peer's figures (a plain copy).
@@ -47,6 +51,9 @@ class Traffic {
   // Peers outside 0 .. size-1 (none expected) count in the totals only.
   void Sent(int peer, size_t bytes);
   void Received(int peer, size_t bytes);
+  // Data published in shared memory for `peer`, and read from `peer`'s (no message).
+  void SentShared(int peer, size_t bytes);
+  void ReceivedShared(int peer, size_t bytes);
   void Waited(int peer, uint64_t ns);
   void Probed(int peer, double latency_seconds, double bytes_per_second);
 

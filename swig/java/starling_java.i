@@ -195,7 +195,7 @@ STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
 }
 
 // Stats: long[] of at least 8 entries, in the struct's field order (as many as fit,
-// up to all 13).
+// up to all 15).
 %typemap(jni) starling_stats_t* out "jlongArray"
 %typemap(jtype) starling_stats_t* out "long[]"
 %typemap(jstype) starling_stats_t* out "long[]"
@@ -209,15 +209,16 @@ STARLING_JAVA_ARRAY(long long, jlong, jlongArray, long, Long)
 }
 %typemap(argout) starling_stats_t* out {
   {
-    jlong v[13] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
+    jlong v[15] = {(jlong)temp$argnum.operations, (jlong)temp$argnum.fused_operations,
                    (jlong)temp$argnum.fusion_groups, (jlong)temp$argnum.messages_sent,
                    (jlong)temp$argnum.bytes_sent, (jlong)temp$argnum.scratch_bytes,
                    (jlong)temp$argnum.staged_bytes, (jlong)temp$argnum.gpu_path,
                    (jlong)temp$argnum.bytes_before_compression, (jlong)temp$argnum.bytes_after_compression,
                    (jlong)temp$argnum.messages_received, (jlong)temp$argnum.bytes_received,
-                   (jlong)temp$argnum.blocked_ns};
+                   (jlong)temp$argnum.blocked_ns, (jlong)temp$argnum.shm_bytes_sent,
+                   (jlong)temp$argnum.shm_bytes_received};
     const jsize n = JCALL1(GetArrayLength, jenv, $input);
-    JCALL4(SetLongArrayRegion, jenv, $input, 0, n < 13 ? n : 13, v);
+    JCALL4(SetLongArrayRegion, jenv, $input, 0, n < 15 ? n : 15, v);
   }
 }
 

@@ -1123,7 +1123,7 @@ static PyObject* py_get_stats(starling_context_t ctx) {
   if (status < 0) { starling_py_raise(status); return NULL; }
   static const char* const paths[] = {"none", "staged", "nccl"};
   const char* path = stats.gpu_path < 3 ? paths[stats.gpu_path] : "unknown";
-  return Py_BuildValue("{sKsKsKsKsKsKsKsssKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
+  return Py_BuildValue("{sKsKsKsKsKsKsKsssKsKsKsKsKsKsK}", "operations", (unsigned long long)stats.operations,
                        "fused_operations", (unsigned long long)stats.fused_operations,
                        "fusion_groups", (unsigned long long)stats.fusion_groups,
                        "messages_sent", (unsigned long long)stats.messages_sent,
@@ -1134,7 +1134,9 @@ static PyObject* py_get_stats(starling_context_t ctx) {
                        "bytes_after_compression", (unsigned long long)stats.bytes_after_compression,
                        "messages_received", (unsigned long long)stats.messages_received,
                        "bytes_received", (unsigned long long)stats.bytes_received,
-                       "blocked_ns", (unsigned long long)stats.blocked_ns);
+                       "blocked_ns", (unsigned long long)stats.blocked_ns,
+                       "shm_bytes_sent", (unsigned long long)stats.shm_bytes_sent,
+                       "shm_bytes_received", (unsigned long long)stats.shm_bytes_received);
 }
 
 static PyObject* py_get_peer_stats(starling_context_t ctx, int peer) {

@@ -46,20 +46,10 @@ struct Ring {
   ~Ring() { starling_topology_free(t); }
 };
 
-// Between ranks of one host the data of neighbor exchanges goes through shared memory
-// (execution-model.md): only the frames' tables are handed to MPI and counted.
-bool NeighborDataInSharedMemory(starling_context_t ctx, int size) {
-  const char* shm = std::getenv("STARLING_SHM");
-  int local = 0;
-  starling_local_size(ctx, &local);
-  return size > 1 && local == size && !(shm != nullptr && std::string(shm) == "0");
-}
-
 TEST_F(PeerStats, BytesFollowTheTopologyAndMatchTheReceiversCount) {
   Ring ring(size);
   ASSERT_OK(starling_set_topology(ctx, ring.t, 0));
   const int next = (rank + 1) % size;
-  const bool shared = NeighborDataInSharedMemory(ctx, size);
   // Below the inline limit (header and payload in one message), above it, and chunked.
   for (int64_t n : {16, 8192, 1 << 20}) {
     Buffer in(Kind::kF32, {n}), out(Kind::kF32, {n});
@@ -71,7 +61,8 @@ TEST_F(PeerStats, BytesFollowTheTopologyAndMatchTheReceiversCount) {
     ASSERT_OK(starling_neighbor_allreduce(ctx, &in.t, &out.t, nullptr));
     const Row after = Snapshot(ctx, size);
     ASSERT_OK(starling_get_stats(ctx, &global_after));
-    const uint64_t payload = shared ? 0 : static_cast<uint64_t>(n) * 4;  // handed to MPI
+    // Counted whichever way it went (MPI, or shared memory between ranks of one host).
+    const uint64_t payload = static_cast<uint64_t>(n) * 4;
     uint64_t sum_sent = 0, sum_messages = 0;
     for (int peer = 0; peer < size; ++peer) {
       const uint64_t sent = after.bytes_sent[peer] - before.bytes_sent[peer];

@@ -277,14 +277,20 @@ TEST_F(ShmNeighbor, DataGoesThroughSharedMemory) {
   ASSERT_OK(starling_get_peer_stats(ctx, source, &peer_after));
   EXPECT_GE(peer_after.waits - peer_before.waits, static_cast<uint64_t>(calls)) << "waits for rank " << source;
   EXPECT_GE(peer_after.messages_received - peer_before.messages_received, static_cast<uint64_t>(calls));
-  const uint64_t sent = after.bytes_sent - before.bytes_sent;
+  const uint64_t shared = after.shm_bytes_sent - before.shm_bytes_sent;
+  const uint64_t through_mpi = after.bytes_sent - before.bytes_sent - shared;
   const uint64_t data = static_cast<uint64_t>(calls) * out_degree * (1u << 20);
   if (ShmOff() || EnvBytes("STARLING_SHM_BUFFER_BYTES", 1u << 30) < (1u << 20)) {
-    EXPECT_GE(sent, data) << "through MPI, every byte is sent";
+    EXPECT_GE(through_mpi, data) << "through MPI, every byte is sent";
+    EXPECT_EQ(shared, 0u);
   } else {
-    // A table per destination and call (and no other traffic).
-    EXPECT_LT(sent, static_cast<uint64_t>(calls) * out_degree * 1024) << "the data went through MPI";
+    // The data in shared memory; a table per destination and call through MPI (and no
+    // other traffic).
+    EXPECT_EQ(shared, data);
+    EXPECT_LT(through_mpi, static_cast<uint64_t>(calls) * out_degree * 1024) << "the data went through MPI";
   }
+  EXPECT_GE(peer_after.bytes_received - peer_before.bytes_received, static_cast<uint64_t>(calls) * (1u << 20))
+      << "rank " << source << "'s data, whichever way it came";
 }
 
 // Ranks disagreeing on the size, one of them through shared memory and the other through

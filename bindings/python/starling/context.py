@@ -293,7 +293,8 @@ class Context:
 
     def stats(self) -> Dict[str, Any]:
         """Counters since creation: operations, fused operations and groups, messages and
-        bytes sent and received, scratch memory held, bytes copied between CUDA tensors and
+        bytes sent and received (shm_bytes_sent / shm_bytes_received: of those, the ones
+        that went through shared memory between ranks of one host), scratch memory held, bytes copied between CUDA tensors and
         host staging buffers (staged_bytes), blocked_ns (nanoseconds the application's
         threads spent in blocking calls and request waits); and gpu_path: "none",
         "staged" or "nccl", how CUDA tensors move (the gpu_path property says why)."""

@@ -463,7 +463,7 @@ typedef struct starling_stats {
   uint64_t fused_operations;   /* of those, operations that travelled in a fused group */
   uint64_t fusion_groups;      /* fused groups (of 2 or more operations) */
   uint64_t messages_sent;      /* point-to-point messages handed to MPI */
-  uint64_t bytes_sent;
+  uint64_t bytes_sent;         /* handed to MPI, or published in shared memory for same-host peers */
   uint64_t scratch_bytes;      /* scratch memory the context holds now (reused) */
   uint64_t staged_bytes;       /* bytes copied between CUDA tensors and host staging buffers */
   uint64_t gpu_path;           /* STARLING_GPU_PATH_*: how CUDA tensors move (starling_gpu_path says why) */
@@ -472,17 +472,22 @@ typedef struct starling_stats {
    * been uncompressed (before). bytes_sent counts both kinds of traffic, headers too. */
   uint64_t bytes_before_compression;
   uint64_t bytes_after_compression;
-  /* Messages and bytes received from MPI. The message counts and bytes cover every
-   * operation's and window's data, headers included (not the failure detector's). */
+  /* Messages and bytes received. The message counts are MPI's; the bytes cover every
+   * operation's and window's data, headers included (not the failure detector's), and,
+   * like bytes_sent, also the data same-host peers exchanged through shared memory. */
   uint64_t messages_received;
   uint64_t bytes_received;
   /* Nanoseconds the application's threads spent inside blocking calls and request
    * waits (running operations or waiting for them): the time communication held the
    * application up. Threads waiting at once each count. */
   uint64_t blocked_ns;
+  /* Of bytes_sent and bytes_received, those that went through shared memory (neighbor
+   * data between ranks of one host) instead of MPI. */
+  uint64_t shm_bytes_sent;
+  uint64_t shm_bytes_received;
 } starling_stats_t;
 
-#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define STARLING_STATS_INIT { sizeof(starling_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* starling_stats_t.gpu_path. */
 enum starling_gpu_path_code {
@@ -502,7 +507,7 @@ STARLING_API starling_status_t starling_get_stats(starling_context_t ctx, starli
 typedef struct starling_peer_stats {
   size_t struct_size;          /* sizeof(starling_peer_stats_t) */
   uint64_t messages_sent;      /* to this peer, handed to MPI */
-  uint64_t bytes_sent;
+  uint64_t bytes_sent;         /* through MPI or shared memory */
   uint64_t messages_received;  /* from this peer */
   uint64_t bytes_received;
   uint64_t waits;              /* operation steps that exchanged messages with this peer */

@@ -188,10 +188,12 @@ struct starling_stats_t
     messages_received::UInt64
     bytes_received::UInt64
     blocked_ns::UInt64
+    shm_bytes_sent::UInt64
+    shm_bytes_received::UInt64
 end
 # Defaults of the C initializer macro; struct_size is set.
-starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0, bytes_before_compression=0, bytes_after_compression=0, messages_received=0, bytes_received=0, blocked_ns=0) =
-    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path, bytes_before_compression, bytes_after_compression, messages_received, bytes_received, blocked_ns)
+starling_stats_t(; struct_size=sizeof(starling_stats_t), operations=0, fused_operations=0, fusion_groups=0, messages_sent=0, bytes_sent=0, scratch_bytes=0, staged_bytes=0, gpu_path=0, bytes_before_compression=0, bytes_after_compression=0, messages_received=0, bytes_received=0, blocked_ns=0, shm_bytes_sent=0, shm_bytes_received=0) =
+    starling_stats_t(struct_size, operations, fused_operations, fusion_groups, messages_sent, bytes_sent, scratch_bytes, staged_bytes, gpu_path, bytes_before_compression, bytes_after_compression, messages_received, bytes_received, blocked_ns, shm_bytes_sent, shm_bytes_received)
 
 # starling_stats_t.gpu_path.
 const starling_gpu_path_code = Cint

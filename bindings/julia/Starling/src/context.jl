@@ -90,7 +90,8 @@ function stats(ctx::Context)
             bytes_before_compression=Int(v.bytes_before_compression),
             bytes_after_compression=Int(v.bytes_after_compression),
             messages_received=Int(v.messages_received), bytes_received=Int(v.bytes_received),
-            blocked_ns=Int(v.blocked_ns))
+            blocked_ns=Int(v.blocked_ns), shm_bytes_sent=Int(v.shm_bytes_sent),
+            shm_bytes_received=Int(v.shm_bytes_received))
 end
 
 """

@@ -131,9 +131,10 @@ public final class Context implements AutoCloseable {
 
   /** The context's counters since its creation (operations, messages, bytes, fusion). */
   public Stats stats() {
-    long[] v = new long[13];
+    long[] v = new long[15];
     StarlingNative.get_stats(handle, v);
-    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]), v[8], v[9], v[10], v[11], v[12]);
+    return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], GpuPath.of(v[7]), v[8], v[9], v[10], v[11], v[12],
+        v[13], v[14]);
   }
 
   /** Traffic with rank {@code peer} (0 .. size-1) since creation or the last repair or grow. Local. */
