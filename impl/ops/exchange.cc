@@ -23,6 +23,8 @@ constexpr size_t kMaxOutstandingChunks = 16;  // per stream: bounds MPI requests
 constexpr size_t kStreamSlots = 4;            // scratch slots of a RecvStream
 constexpr int kSpinsBeforeYield = 128;
 
+constexpr int64_t kNoWait = 0;  // a settled time: completed before the wait had to poll twice
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
@@ -258,21 +260,31 @@ bool Exchange::Progress() {
 }
 
 void Exchange::Settled(int peer) {
-  const int64_t now = NowNs();
+  unstamped_ = true;
   for (auto& [p, when] : settled_) {
     if (p == peer) {
-      when = now;
+      when = -1;
       return;
     }
   }
-  settled_.emplace_back(peer, now);
+  settled_.emplace_back(peer, -1);
+}
+
+void Exchange::StampSettled() {
+  if (!unstamped_) return;
+  unstamped_ = false;
+  // One clock read per polling pass, not per message; none before the wait first found
+  // nothing to do (what completed on the first pass did not wait).
+  const int64_t now = wait_start_ < 0 ? kNoWait : NowNs();
+  for (auto& entry : settled_)
+    if (entry.second < 0) entry.second = now;
 }
 
 void Exchange::Wait() {
-  // Per-peer wait times (starling_get_peer_stats): from here until the last message
-  // to or from each peer in this wait completed (a peer that is late to send, or to
-  // take what we send it, holds the wait up).
-  const int64_t start = NowNs();
+  // Per-peer wait times (starling_get_peer_stats): from here (the first polling pass
+  // that found nothing to do) until the last message to or from each peer in this wait
+  // completed (a peer that is late to send, or to take what we send it, holds it up).
+  wait_start_ = -1;
   settled_.clear();
   runtime::WaitMonitor monitor(context_, what_,
                               channel_ == transport::Channel::kCollective ? context_.sequence() : 0);
@@ -294,11 +306,13 @@ void Exchange::Wait() {
         monitor.ExplainTransportFailure(e, awaited);  // a gone same-host peer: PEER_FAILED
         throw;
       }
+      StampSettled();
       if (progressed) {
         idle = 0;
         continue;
       }
       ++idle;
+      if (wait_start_ < 0) wait_start_ = NowNs();
       // Serve one-sided window requests on every idle poll: a peer may be waiting for us
       // to acknowledge its put before it can reach this collective, and where ranks share
       // cores each poll may be our last before the scheduler switches (4 ranks on 2
@@ -321,7 +335,8 @@ void Exchange::Wait() {
     throw;
   }
   if (transport::Traffic* traffic = transport_.traffic()) {
-    for (const auto& [peer, when] : settled_) traffic->Waited(peer, static_cast<uint64_t>(std::max<int64_t>(0, when - start)));
+    for (const auto& [peer, when] : settled_)
+      traffic->Waited(peer, when == kNoWait ? 0 : static_cast<uint64_t>(std::max<int64_t>(0, when - wait_start_)));
   }
 }
 

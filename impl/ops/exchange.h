@@ -81,8 +81,10 @@ class Exchange {
   // Withdraws everything posted (after a failure). True if a receive into the caller's
   // memory could not be withdrawn.
   bool Abandon();
-  // A message to or from `peer` completed now (per-peer wait times).
+  // A message to or from `peer` completed in this polling pass (per-peer wait times);
+  // StampSettled gives such peers the time at the pass's end.
   void Settled(int peer);
+  void StampSettled();
 
   runtime::Context& context_;
   transport::Transport& transport_;
@@ -95,7 +97,9 @@ class Exchange {
   std::vector<std::unique_ptr<Send>> sends_;
   int active_ = 0;
   // Peers with messages completed during the current Wait(), and when the last did (ns).
-  std::vector<std::pair<int, int64_t>> settled_;
+  std::vector<std::pair<int, int64_t>> settled_;  // -1: not stamped yet
+  bool unstamped_ = false;
+  int64_t wait_start_ = -1;  // ns, -1 until the current Wait() first finds nothing to do
 };
 
 }  // namespace starling::ops

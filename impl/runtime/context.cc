@@ -290,10 +290,18 @@ std::shared_ptr<const transport::Traffic> Context::traffic() const {
   return traffic_;
 }
 
+transport::PeerTraffic Context::TrafficSums() const {
+  std::lock_guard<std::mutex> lock(traffic_mutex_);
+  transport::PeerTraffic sums = retired_traffic_;
+  if (traffic_) sums.AddTraffic(traffic_->Sums());
+  return sums;
+}
+
 void Context::WireTransport() {
   {
     std::lock_guard<std::mutex> lock(traffic_mutex_);
-    traffic_ = std::make_shared<transport::Traffic>(&stats_.traffic, size_);
+    if (traffic_) retired_traffic_.AddTraffic(traffic_->Sums());  // the old transport moves nothing more
+    traffic_ = std::make_shared<transport::Traffic>(size_);
     transport_->SetTraffic(traffic_);
   }
   Context* self = this;  // the transport is owned by the context

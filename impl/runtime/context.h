@@ -34,7 +34,6 @@ struct Stats {
   std::atomic<uint64_t> operations{0};
   std::atomic<uint64_t> fused_operations{0};
   std::atomic<uint64_t> fusion_groups{0};
-  transport::TrafficTotals traffic;  // messages and bytes, counted by the transport
   std::atomic<uint64_t> scratch_bytes{0};
   // Compressed operations' payloads as sent, and as they would have been uncompressed.
   std::atomic<uint64_t> bytes_before_compression{0};
@@ -120,6 +119,8 @@ class Context {
   // Per-peer traffic for the current numbering of the ranks (a new one after a repair
   // or grow). Any thread.
   std::shared_ptr<const transport::Traffic> traffic() const;
+  // Messages and bytes since creation, summed over peers (surviving repair and grow).
+  transport::PeerTraffic TrafficSums() const;
   // The timeline, or nullptr when STARLING_TIMELINE is not set.
   Timeline* timeline() { return timeline_.get(); }
 
@@ -298,6 +299,7 @@ class Context {
   Stats stats_;
   mutable std::mutex traffic_mutex_;
   std::shared_ptr<transport::Traffic> traffic_;  // guarded by traffic_mutex_
+  transport::PeerTraffic retired_traffic_;       // earlier numberings' sums; likewise
   std::unique_ptr<Timeline> timeline_;
   uint64_t sequence_ = 0;
 
