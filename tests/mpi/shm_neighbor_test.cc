@@ -65,24 +65,6 @@ DLTensor View(std::vector<float>& v, int64_t* shape) {
   return t;
 }
 
-struct Topology {
-  starling_topology_t t = nullptr;
-  explicit Topology(starling_topology_t topo) : t(topo) {}
-  ~Topology() {
-    if (t) starling_topology_free(t);
-  }
-  std::vector<std::vector<double>> Matrix(int size) const {  // W[src][dst], self weights on the diagonal
-    int n = 0;
-    starling_topology_num_edges(t, &n);
-    std::vector<int> src(n), dst(n);
-    std::vector<double> w(n);
-    starling_topology_edges(t, src.data(), dst.data(), w.data(), n);
-    std::vector<std::vector<double>> m(size, std::vector<double>(size, 0.0));
-    for (int e = 0; e < n; ++e) m[src[e]][dst[e]] = w[e];
-    return m;
-  }
-};
-
 class ShmNeighbor : public ContextTest {
  protected:
   void TearDown() override {
@@ -123,7 +105,7 @@ class ShmNeighbor : public ContextTest {
   void FusedBursts(const std::vector<size_t>& sizes) {
     starling_topology_t raw = nullptr;
     ASSERT_OK(starling_topology_exponential_two(size, &raw));
-    Topology topo(raw);
+    Topo topo(raw);
     ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
     const auto w = topo.Matrix(size);
     const size_t kinds = sizes.size();
@@ -179,7 +161,7 @@ TEST_F(ShmNeighbor, StaticTopologiesMatchFloat64Reference) {
   for (size_t m = 0; m < makers.size(); ++m) {
     starling_topology_t raw = nullptr;
     ASSERT_OK(makers[m](&raw));
-    Topology topo(raw);
+    Topo topo(raw);
     const auto w = topo.Matrix(size);
     for (int weighted = 0; weighted < 2; ++weighted) {
       ASSERT_OK(starling_set_topology(ctx, topo.t, weighted));
@@ -204,7 +186,7 @@ TEST_F(ShmNeighbor, ExplicitAndDynamicWeights) {
   if (size == 1) GTEST_SKIP() << "needs peers";
   starling_topology_t raw = nullptr;
   ASSERT_OK(starling_topology_fully_connected(size, &raw));
-  Topology topo(raw);
+  Topo topo(raw);
   ASSERT_OK(starling_set_topology(ctx, topo.t, 0));
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
   int salt = 1000;
@@ -267,7 +249,7 @@ TEST_F(ShmNeighbor, DataGoesThroughSharedMemory) {
   if (size == 1 || local != size) GTEST_SKIP() << "needs every rank on this host";
   starling_topology_t raw = nullptr;
   ASSERT_OK(starling_topology_exponential_two(size, &raw));
-  Topology topo(raw);
+  Topo topo(raw);
   ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
   int out_degree = 0;
   const auto w = topo.Matrix(size);
@@ -314,7 +296,7 @@ TEST_F(ShmNeighbor, SizesThatDifferAreAMismatch) {
   if (size == 1) GTEST_SKIP() << "needs peers";
   starling_topology_t raw = nullptr;
   ASSERT_OK(starling_topology_exponential_two(size, &raw));
-  Topology topo(raw);
+  Topo topo(raw);
   ASSERT_OK(starling_set_topology(ctx, topo.t, 1));
   const auto w = topo.Matrix(size);
   const size_t buffer = EnvBytes("STARLING_SHM_BUFFER_BYTES", 256u << 20);

@@ -34,6 +34,28 @@ namespace starling_test {
         << #call << ": message was: " << starling_last_error();                           \
   } while (0)
 
+// Owns a topology handle; Matrix() gives its dense weights.
+struct Topo {
+  starling_topology_t t = nullptr;
+  Topo() = default;
+  explicit Topo(starling_topology_t raw) : t(raw) {}
+  Topo(const Topo&) = delete;
+  ~Topo() {
+    if (t) starling_topology_free(t);
+  }
+  // Dense W[src][dst].
+  std::vector<std::vector<double>> Matrix(int size) const {
+    int n = 0;
+    starling_topology_num_edges(t, &n);
+    std::vector<int> src(n), dst(n);
+    std::vector<double> w(n);
+    starling_topology_edges(t, src.data(), dst.data(), w.data(), n);
+    std::vector<std::vector<double>> m(size, std::vector<double>(size, 0.0));
+    for (int e = 0; e < n; ++e) m[src[e]][dst[e]] = w[e];
+    return m;
+  }
+};
+
 // A context created in SetUp and destroyed in TearDown.
 class ContextTest : public ::testing::Test {
  protected:

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "impl/common/error.h"
+#include "impl/transport/shm/probe.h"
 
 namespace starling::transport::shm {
 namespace {
@@ -13,17 +14,6 @@ struct Created {
   int32_t ok;
   uint32_t nonce;
 };
-
-// A rank's reader index in `owner`'s outbox: its place among the other ranks of their
-// host group, in rank order (every rank of the group computes the same).
-uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader) {
-  uint32_t index = 0;
-  for (int r : group) {
-    if (r == reader) return index;
-    if (r != owner) ++index;
-  }
-  return index;
-}
 
 size_t IndexIn(const std::vector<int>& group, int rank) {
   return static_cast<size_t>(std::find(group.begin(), group.end(), rank) - group.begin());

@@ -49,16 +49,6 @@ std::string WithoutName(std::string text, const std::string& name) {
   return text;
 }
 
-// Readers of `owner`'s mailbox are the other ranks of its host group, in rank order.
-uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader) {
-  uint32_t index = 0;
-  for (int r : group) {
-    if (r == reader) return index;
-    if (r != owner) ++index;
-  }
-  return index;
-}
-
 }  // namespace
 
 std::string FormatRanks(const std::vector<int>& ranks) {
@@ -239,6 +229,15 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
                                         : Str("on (", where, ") except off for ", list);
   }
   return result;
+}
+
+uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader) {
+  uint32_t index = 0;
+  for (int r : group) {
+    if (r == reader) return index;
+    if (r != owner) ++index;
+  }
+  return index;
 }
 
 }  // namespace starling::transport::shm

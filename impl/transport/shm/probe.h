@@ -45,6 +45,10 @@ struct ProbeResult {
 // job and allgather). The exchanges run only when two ranks share a host somewhere.
 ProbeResult ProbeHostPeers(const ProbeInput& input);
 
+// A rank's reader index in `owner`'s mailbox or outbox: its place among the other ranks
+// of their host group (ascending), so every rank of the group computes the same.
+uint32_t ReaderIndex(const std::vector<int>& group, int owner, int reader);
+
 // "0-3", "0,2,5-7".
 std::string FormatRanks(const std::vector<int>& ranks);
 
