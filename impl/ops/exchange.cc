@@ -235,6 +235,7 @@ bool Exchange::FinishFrame(Frame& f) {
   }
   if (f.trailer_stream != nullptr && !f.trailer_stream->done) return false;
   f.done = true;
+  ++frames_done_;
   --active_;
   Settled(f.peer);
   return true;
@@ -280,7 +281,22 @@ void Exchange::StampSettled() {
     if (entry.second < 0) entry.second = now;
 }
 
-void Exchange::Wait() {
+void Exchange::Wait() { WaitUntil(false); }
+
+void Exchange::WaitForFrame() { WaitUntil(true); }
+
+bool Exchange::frame_done(int frame) const { return frames_.at(static_cast<size_t>(frame))->done; }
+
+void Exchange::ReleaseFrame(int frame) {
+  Frame& f = *frames_.at(static_cast<size_t>(frame));
+  STARLING_CHECK(f.done, Code::kInternal, "ReleaseFrame on an unfinished frame");
+  f.buffer = {};
+  f.payload = {};
+  f.trailer.reset();
+  f.data = nullptr;
+}
+
+void Exchange::WaitUntil(bool any_frame) {
   // Per-peer wait times (starling_get_peer_stats): from here (the first polling pass
   // that found nothing to do) until the last message to or from each peer in this wait
   // completed (a peer that is late to send, or to take what we send it, holds it up).
@@ -296,8 +312,9 @@ void Exchange::Wait() {
   // may need this very core: every wait yields.
   const bool yield = context_.layout().host_oversubscribed || runtime::Engine::OnProgressThread();
   int idle = 0;
+  const uint64_t frames_before = frames_done_;
   try {
-    while (active_ > 0) {
+    while (active_ > 0 && !(any_frame && frames_done_ > frames_before)) {
       monitor.CheckAborted();  // one relaxed load: an abort ends the wait within microseconds
       bool progressed = false;
       try {

@@ -58,6 +58,15 @@ class Exchange {
   // rank of this host is gone or another rank reported a gone peer. Everything posted
   // is withdrawn before it throws.
   void Wait();
+  // The same wait, ending as soon as a frame completes (or nothing is left to wait
+  // for): a receiver that waits for frames from several peers handles each as it
+  // arrives and posts that peer's next receive at once. Waiting for all of them first
+  // can deadlock: a peer ahead blocks until its next frame is taken, while the peer
+  // that this rank still waits for needs that peer to move on (neighbor_exchange.cc).
+  void WaitForFrame();
+  bool frame_done(int frame) const;
+  // Frees a completed frame's buffers (after its payload and trailer were taken).
+  void ReleaseFrame(int frame);
   // Forgets completed frames and streams so the object can serve the next round.
   void Clear();
 
@@ -69,6 +78,7 @@ class Exchange {
   struct Frame;
   struct Send;
 
+  void WaitUntil(bool any_frame);
   bool Progress();
   bool ProgressFrame(Frame& frame);
   bool FinishFrame(Frame& frame);
@@ -96,6 +106,7 @@ class Exchange {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Send>> sends_;
   int active_ = 0;
+  uint64_t frames_done_ = 0;  // frames completed so far (WaitForFrame)
   // Peers with messages completed during the current Wait(), and when the last did (ns).
   std::vector<std::pair<int, int64_t>> settled_;  // -1: not stamped yet
   bool unstamped_ = false;

@@ -189,6 +189,44 @@ void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<O
   ex.SendRaw(peer, data, data_bytes, WholeMessageChunk(data_bytes));
 }
 
+// Parses a completed frame from `source` and appends its segments to `stash`: the data
+// stays in the frame or its trailer (kept alive by the segments), or is read in place
+// in the source's outbox.
+void ReceiveFrame(runtime::Context& context, const std::shared_ptr<NeighborLinks>& links, Exchange& ex, int frame,
+                  int source, const SegmentInfo& called, const LazyText& what, std::deque<Segment>& stash) {
+  const Header& h = ex.header(frame);
+  NeighborTable table;
+  const std::string problem = ParseNeighborTable(h, ex.payload(frame), &table);
+  STARLING_CHECK(problem.empty(), Code::kMismatch, what(), ": rank ", source, " ", problem, "; this rank called ",
+                 DescribeSegment(called));
+  std::shared_ptr<runtime::ScratchPool::Buffer> storage =
+      table.packed ? ex.TakeFrameStorage(frame) : ex.TakeFrameTrailer(frame);
+  const char* cursor = table.packed ? ex.payload(frame) + table.table_bytes : storage->data();
+  std::shared_ptr<Lease> lease;  // one per frame: its segments share one publication
+  std::vector<Segment> arrived;
+  for (const SegmentInfo& info : table.entries) {
+    Segment segment;
+    segment.info = info;
+    if (info.in_shm) {
+      STARLING_CHECK(links && links->linked(source) && (!lease || info.shm_publication == table.entries[0].shm_publication),
+                     Code::kTransport, what(), ": rank ", source,
+                     " announced data in shared memory that this rank cannot read (",
+                     links && links->linked(source) ? "two publications in one frame" : "the two ranks share no memory",
+                     ")");
+      if (!lease) lease = std::make_shared<Lease>(links, source, info.shm_publication);
+      segment.lease = lease;
+      segment.data = ReadShared(context, *links, source, info, what);
+      if (transport::Traffic* traffic = context.transport().traffic()) traffic->ReceivedShared(source, info.bytes);
+    } else {
+      segment.storage = storage;
+      segment.data = cursor;
+      cursor += info.bytes;
+    }
+    arrived.push_back(std::move(segment));
+  }
+  for (Segment& segment : arrived) stash.push_back(std::move(segment));
+}
+
 // Moves, for each source still missing segments, its stashed segments into `result`.
 // Returns true when every source has all of `seqs`.
 bool TakeFromMailbox(Mailbox& mailbox, const std::vector<int>& sources, const std::vector<uint64_t>& seqs,
@@ -246,57 +284,54 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
     if (linked && traffic) traffic->SentShared(destinations[d], data_bytes);
   }
 
+  // Every source still missing segments always has one frame receive posted, and each
+  // frame is handled as soon as it lands (the next receive from its source posted at
+  // once). Waiting for one frame from every source before posting any source's next
+  // deadlocked: a source ahead of this rank blocks in its send of a large frame until
+  // this rank takes it, while another source, that this rank still waits for, waits
+  // for that rank to move on (a cycle of three ranks fusing differently).
   std::vector<std::vector<Segment>> result(sources.size());
-  while (!TakeFromMailbox(mailbox, sources, seqs, result, what)) {
+  Exchange ex(context, transport::Channel::kCollective, what);
+  std::vector<int> frames(sources.size(), -1);  // the receive posted per source, -1: none
+  auto take = [&](size_t s) {
+    const int frame = frames[s];
+    frames[s] = -1;
+    ReceiveFrame(context, links, ex, frame, sources[s], outgoing[0].info, what, mailbox.from(sources[s]));
+    ex.ReleaseFrame(frame);
+  };
+  // Before a mismatch is reported, the frames already asked for are taken and dropped
+  // with everything else of this exchange's operations, so that neither they nor
+  // their messages are mistaken for the next operation's.
+  auto drop_posted = [&] {
+    ex.Wait();
+    mailbox.DropThrough(seqs.back());
+  };
+  for (;;) {
+    bool complete = false;
+    try {
+      complete = TakeFromMailbox(mailbox, sources, seqs, result, what);
+    } catch (const Error&) {
+      drop_posted();
+      throw;
+    }
+    if (complete) break;
     if (links) {
       for (auto& segments : result)
         for (Segment& segment : segments) Detach(context, segment);
       mailbox.ForEach([&](Segment& segment) { Detach(context, segment); });
     }
-    // One more frame from every source still missing segments.
-    Exchange ex(context, transport::Channel::kCollective, what);
-    std::vector<int> frames(sources.size(), -1);
     for (size_t s = 0; s < sources.size(); ++s)
-      if (result[s].size() < seqs.size()) frames[s] = ex.RecvFrame(sources[s]);
-    ex.Wait();
-    std::vector<std::vector<Segment>> arrived(sources.size());
+      if (frames[s] < 0 && result[s].size() < seqs.size()) frames[s] = ex.RecvFrame(sources[s]);
+    ex.WaitForFrame();
     for (size_t s = 0; s < sources.size(); ++s) {
-      if (frames[s] < 0) continue;
-      const Header& h = ex.header(frames[s]);
-      NeighborTable table;
-      const std::string problem = ParseNeighborTable(h, ex.payload(frames[s]), &table);
-      STARLING_CHECK(problem.empty(), Code::kMismatch, what(), ": rank ", sources[s], " ", problem,
-                     "; this rank called ", DescribeSegment(outgoing[0].info));
-      // The data lives in the frame (packed) or in its trailer.
-      std::shared_ptr<runtime::ScratchPool::Buffer> storage =
-          table.packed ? ex.TakeFrameStorage(frames[s]) : ex.TakeFrameTrailer(frames[s]);
-      const char* cursor = table.packed ? ex.payload(frames[s]) + table.table_bytes : storage->data();
-      std::shared_ptr<Lease> lease;  // one per frame: its segments share one publication
-      for (const SegmentInfo& info : table.entries) {
-        Segment segment;
-        segment.info = info;
-        if (info.in_shm) {
-          STARLING_CHECK(links && links->linked(sources[s]) &&
-                             (!lease || info.shm_publication == table.entries[0].shm_publication),
-                         Code::kTransport, what(), ": rank ", sources[s],
-                         " announced data in shared memory that this rank cannot read (",
-                         links && links->linked(sources[s]) ? "two publications in one frame"
-                                                             : "the two ranks share no memory", ")");
-          if (!lease) lease = std::make_shared<Lease>(links, sources[s], info.shm_publication);
-          segment.lease = lease;
-          segment.data = ReadShared(context, *links, sources[s], info, what);
-          if (transport::Traffic* traffic = context.transport().traffic())
-            traffic->ReceivedShared(sources[s], info.bytes);
-        } else {
-          segment.storage = storage;
-          segment.data = cursor;
-          cursor += info.bytes;
-        }
-        arrived[s].push_back(std::move(segment));
+      if (frames[s] < 0 || !ex.frame_done(frames[s])) continue;
+      try {
+        take(s);
+      } catch (const Error&) {
+        drop_posted();
+        throw;
       }
     }
-    for (size_t s = 0; s < sources.size(); ++s)
-      for (Segment& segment : arrived[s]) mailbox.from(sources[s]).push_back(std::move(segment));
   }
   sends.Wait();
   return result;

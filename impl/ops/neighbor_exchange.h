@@ -45,6 +45,12 @@ struct Outgoing {
 class Mailbox {
  public:
   std::deque<Segment>& from(int rank) { return stash_[rank]; }
+  // Forgets every segment of operations up to `seq` (after an exchange failed: none
+  // can serve a later operation).
+  void DropThrough(uint64_t seq) {
+    for (auto& entry : stash_)
+      while (!entry.second.empty() && entry.second.front().info.seq <= seq) entry.second.pop_front();
+  }
   template <typename F>
   void ForEach(F f) {
     for (auto& entry : stash_)

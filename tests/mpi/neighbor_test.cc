@@ -2,7 +2,9 @@
 // matrix of the topology (read back edge by edge), or the per-rank dynamic sets every
 // rank recomputes for all ranks.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -246,6 +248,59 @@ TEST_F(Neighbor, FusedCallsMatchUnfusedCallsBitForBit) {
   EXPECT_EQ(after.operations - before.operations, static_cast<uint64_t>(kTensors) + 1);
   if (size > 1 && rank != 0 && std::getenv("STARLING_FUSION_THRESHOLD") == nullptr) {
     EXPECT_GE(after.fused_operations - before.fused_operations, 50u) << "queued calls were not fused";
+  }
+}
+
+// Ranks that fuse the same calls differently, around a frame too large for MPI to
+// deliver before its receive is posted (run by mpi.neighbor_uneven_fusion.np3, which
+// gives each rank its STARLING_FUSION_THRESHOLD). Rank 1 fuses all five calls, rank 0
+// the first four, the others none. So rank 1 waits for rank 0's fifth call; rank 0
+// first needs rank 2's fourth; rank 2 is still sending its third (1.2 MB) to rank 1.
+// A receiver that waited for one frame from every source before taking the next from
+// any (until 2026-11-27) hung here every time: rank 1 held back rank 2's third frame
+// until rank 0's fifth came.
+TEST_F(Neighbor, RanksThatFuseDifferentlyAroundALargeFrame) {
+  const std::vector<int64_t> counts = {100, 100, 300000, 100, 100};  // float32
+  const std::string role = rank == 0 ? std::to_string(4 * (100 + 100 + 300000 + 100)) : rank == 1 ? "8388608" : "0";
+  const char* threshold = std::getenv("STARLING_FUSION_THRESHOLD");
+  if (size < 3 || threshold == nullptr || role != threshold)
+    GTEST_SKIP() << "run by mpi.neighbor_uneven_fusion.np3 (3 ranks, a fusion threshold per rank)";
+  Topo topo;
+  ASSERT_OK(starling_topology_fully_connected(size, &topo.t));
+  ASSERT_OK(starling_set_topology(ctx, topo.t, 0));
+  std::vector<std::unique_ptr<Buffer>> in, out;
+  for (size_t c = 0; c < counts.size(); ++c) {
+    in.push_back(std::make_unique<Buffer>(Kind::kF32, std::vector<int64_t>{counts[c]}));
+    out.push_back(std::make_unique<Buffer>(Kind::kF32, std::vector<int64_t>{counts[c]}));
+    for (int64_t i = 0; i < counts[c]; ++i) in[c]->set(i, Value(Kind::kF32, rank, i, static_cast<int>(c)));
+  }
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  // Ranks 0 and 1 queue all five calls while their engines wait in the barrier.
+  if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  starling_request_t barrier;
+  ASSERT_OK(starling_barrier_nonblocking(ctx, &barrier));
+  std::vector<starling_request_t> reqs(counts.size());
+  for (size_t c = 0; c < counts.size(); ++c)
+    ASSERT_OK(starling_neighbor_allreduce_nonblocking(ctx, &in[c]->t, &out[c]->t, nullptr, &reqs[c]));
+  ASSERT_OK(starling_request_wait(barrier));
+  ASSERT_OK(starling_request_free(barrier));
+  for (auto& req : reqs) {
+    ASSERT_OK(starling_request_wait(req));
+    ASSERT_OK(starling_request_free(req));
+  }
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  // The fusion this test is about really happened.
+  const uint64_t fused = rank == 0 ? 4 : rank == 1 ? 5 : 0;
+  EXPECT_EQ(after.fused_operations - before.fused_operations, fused);
+  EXPECT_EQ(after.fusion_groups - before.fusion_groups, fused > 0 ? 1u : 0u);
+  for (size_t c = 0; c < counts.size(); ++c) {
+    std::vector<double> expected(static_cast<size_t>(counts[c]), 0.0);
+    for (int64_t i = 0; i < counts[c]; ++i) {
+      for (int r = 0; r < size; ++r) expected[i] += Value(Kind::kF32, r, i, static_cast<int>(c));
+      expected[i] /= size;
+    }
+    Compare(*out[c], expected, 4.0, 0, "call " + std::to_string(c));
   }
 }
 

@@ -233,11 +233,10 @@ TEST_F(ShmNeighbor, ExplicitAndDynamicWeights) {
 TEST_F(ShmNeighbor, FusedBurstsAndARankAtAnotherSpeed) { FusedBursts({100, 700, 5, 1500}); }
 
 // The same with frames that carry their data in a separate message (up to 1.2 MB).
-// DISABLED: it deadlocks about 1 run in 25-30 at 3 ranks on a loaded machine, on the MPI
-// path too (STARLING_SHM=0) and with the library from before the shared-memory path
-// (0c63e3a), so it is a defect of the fused neighbor exchange, not of shared memory;
-// see the changelog (2026-11-27). Run it with --gtest_also_run_disabled_tests.
-TEST_F(ShmNeighbor, DISABLED_FusedBurstsOfMixedSizes) {
+// Until 2026-11-27 this deadlocked about 1 run in 25 at 3 ranks on a loaded machine, on
+// both paths: see mpi.neighbor_uneven_fusion (neighbor_test.cc), which reproduces it
+// every time.
+TEST_F(ShmNeighbor, FusedBurstsOfMixedSizes) {
   FusedBursts({100, 3000, 20000, 70000, 5, 300000});
 }
 
