@@ -300,6 +300,19 @@ STARLING_API starling_status_t starling_schedule_inner_outer_expo2(int world_siz
   STARLING_API_END();
 }
 
+STARLING_API starling_status_t starling_schedule_fast_pairs(int world_size, int rank, const double* link_seconds,
+                                                            int num_link_seconds, double threshold_seconds,
+                                                            starling_schedule_t* out) {
+  STARLING_API_BEGIN();
+  ClearOut(out);
+  CheckArray(link_seconds, num_link_seconds, "link_seconds", "num_link_seconds");
+  PublishSchedule(topology::FastPairs(world_size, rank,
+                                      std::vector<double>(link_seconds, link_seconds + num_link_seconds),
+                                      threshold_seconds),
+                  out);
+  STARLING_API_END();
+}
+
 STARLING_API starling_status_t starling_schedule_next(starling_schedule_t sched, int* send_ranks,
                                                       int send_capacity, int* send_count,
                                                       int* recv_ranks, int recv_capacity,

@@ -35,4 +35,11 @@ std::unique_ptr<Schedule> InnerOuterRing(int world_size, int local_size, int ran
 // GetInnerOuterExpo2DynamicSendRecvRanks. As InnerOuterRing, plus >= 2 machines.
 std::unique_ptr<Schedule> InnerOuterExpo2(int world_size, int local_size, int rank);
 
+// Pairwise averaging over fast links (fast_pairs.cc): round-robin pairs, a pair whose
+// link (the larger of link_seconds[i][j] and [j][i]) exceeds threshold_seconds sitting
+// the step out. link_seconds: world_size x world_size, row-major; every rank passes the
+// same. Refuses a threshold under which the fast links leave the job disconnected.
+std::unique_ptr<Schedule> FastPairs(int world_size, int rank, const std::vector<double>& link_seconds,
+                                    double threshold_seconds);
+
 }  // namespace starling::topology

@@ -332,7 +332,8 @@ STARLING_JAVA_IN_ARRAY(long long, jlong, jlongArray, long, Long)
 %apply (const double* IN_ARRAY, int IN_LENGTH) {
   (const double* source_weights, int num_source_weights),
   (const double* destination_weights, int num_destination_weights),
-  (const double* weights, int num_weights) };
+  (const double* weights, int num_weights),
+  (const double* link_seconds, int num_link_seconds) };
 
 %{
 #include "builders.h"

@@ -534,6 +534,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_topology_recv_weights;
 %ignore starling_topology_send_weights;
 %ignore starling_schedule_next;
+%ignore starling_schedule_fast_pairs;
 %ignore starling_in_neighbors;
 %ignore starling_out_neighbors;
 %ignore starling_window_names;
@@ -554,6 +555,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %nothread py_topology_weights;
 %nothread py_context_neighbors;
 %nothread py_schedule_next;
+%nothread py_schedule_fast_pairs;
 %nothread py_window_names;
 %nothread py_window_versions;
 %nothread py_get_stats;
@@ -882,6 +884,21 @@ done:
   starling_py_free_ints(dst);
   starling_py_free_doubles(w);
   return result;
+}
+
+/* starling_schedule_fast_pairs with link_seconds as a flat sequence of floats. */
+static PyObject* py_schedule_fast_pairs(int world_size, int rank, PyObject* link_seconds, double threshold_seconds) {
+  double* links = NULL;
+  int n = 0;
+  if (!starling_py_double_array(link_seconds, &links, &n, "link_seconds")) return NULL;
+  starling_schedule_t sched = NULL;
+  const starling_status_t status = starling_schedule_fast_pairs(world_size, rank, links, n, threshold_seconds, &sched);
+  starling_py_free_doubles(links);
+  if (status < 0) {
+    starling_py_raise(status);
+    return NULL;
+  }
+  return SWIG_NewPointerObj(SWIG_as_voidptr(sched), SWIGTYPE_p_starling_schedule_s, 0);
 }
 
 /* [(source, destination, weight), ...] sorted by (source, destination). */

@@ -141,3 +141,36 @@ def test_hierarchical_neighbor_allreduce_over_simulated_machines():
             z = machines.hierarchical_neighbor_allreduce_nonblocking(
                 x, self_weight=0.75, src_machine_weights={prv: 0.25}, dst_machine_weights=[nxt]).wait()
             assert_close(z, 0.75 * means[m] + 0.25 * means[prv], "float64")
+
+
+def test_fast_pairs_from_probed_links_average_exactly(ctx):
+    """link_latencies gives every rank the same matrix; averaging along the fast-pair
+    schedule (a link declared slow) matches a float64 simulation of every rank."""
+    links = ctx.link_latencies(repetitions=2)
+    assert links.shape == (SIZE, SIZE) and links.dtype == np.float64
+    assert np.all(np.diag(links) == 0) and np.all(links + np.eye(SIZE) > 0)
+    spread = ctx.allreduce(links, op="max") - ctx.allreduce(links, op="min")
+    assert np.all(spread == 0), "ranks got different matrices"
+    threshold = 2 * float(links.max()) + 1.0
+    if SIZE >= 3:
+        links[0, 1] = 2 * threshold  # rank 0's link to rank 1 declared slow
+    schedules = [starling.topology_util.GetFastPairSendRecvRanks(links, r, threshold) for r in range(SIZE)]
+    states = np.stack([values(r, SHAPE, "float64") for r in range(SIZE)])
+    x = states[RANK].copy()
+    for _ in range(2 * SIZE):
+        steps = [next(s) for s in schedules]
+        send, recv = steps[RANK]
+        if SIZE >= 3:
+            assert steps[0][0] != [1], "the slow link was used"
+        x = ctx.neighbor_allreduce(x, self_weight=0.5 if recv else 1.0, src_weights={r: 0.5 for r in recv},
+                                   dst_weights=send)
+        w = np.eye(SIZE)
+        for r, (s, _) in enumerate(steps):
+            if s:
+                w[r, r], w[r, s[0]] = 0.5, 0.5
+        states = w @ states.reshape(SIZE, -1)
+        states = states.reshape((SIZE,) + SHAPE)
+        np.testing.assert_allclose(x, states[RANK], rtol=0, atol=1e-12)
+    # Mixing keeps the mean (doubly stochastic) and moves every rank towards it.
+    mean = np.mean([values(r, SHAPE, "float64") for r in range(SIZE)], axis=0)
+    np.testing.assert_allclose(states.mean(axis=0), mean, atol=1e-12)

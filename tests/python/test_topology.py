@@ -246,3 +246,62 @@ def test_machine_schedules(world, local):
 def test_one_peer_needs_self_loops():
     with pytest.raises(tu.TopologyError):
         tu.GetDynamicOnePeerSendRecvRanks(nx.DiGraph([(0, 1), (1, 0)]), 0)
+
+
+def fast_pair_steps(links, threshold, steps):
+    """peer[step][rank] (-1: none) from every rank's fast-pair schedule."""
+    n = len(links)
+    peer = np.full((steps, n), -1)
+    for rank in range(n):
+        for t, (send, recv) in enumerate(take(tu.GetFastPairSendRecvRanks(links, rank, threshold), steps)):
+            assert send == recv and len(send) <= 1
+            if send:
+                peer[t, rank] = send[0]
+    return peer
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 8])
+def test_fast_pairs_mix_doubly_stochastically_over_fast_links_only(size):
+    rng = np.random.default_rng(size)
+    links = rng.uniform(1e-6, 1e-4, (size, size))
+    slow = {(0, 1)} if size > 3 else set()  # slow one way only: the pair must not meet
+    for i, j in slow:
+        links[i, j] = 0.1
+    fast = {(i, j) for i in range(size) for j in range(i + 1, size) if (i, j) not in slow}
+    period = size - 1 if size % 2 == 0 else size
+    peer = fast_pair_steps(links, 1e-3, 2 * period)
+    met = []
+    for t, row in enumerate(peer):
+        w = np.eye(size)
+        for r, p in enumerate(row):
+            if p >= 0:
+                assert row[p] == r and (min(r, p), max(r, p)) in fast
+                w[r, r], w[r, p] = 0.5, 0.5
+                if r < p and t < period:
+                    met.append((r, p))
+        np.testing.assert_array_equal(w.sum(axis=0), np.ones(size))
+        np.testing.assert_array_equal(w.sum(axis=1), np.ones(size))
+    assert sorted(met) == sorted(fast)  # every fast pair once per period
+    np.testing.assert_array_equal(peer[:period], peer[period:])
+
+
+def test_fast_pairs_bad_input():
+    links = np.full((4, 4), 1e-5)
+    with pytest.raises(tu.TopologyError, match="threshold_seconds is -1; give a positive number"):
+        tu.GetFastPairSendRecvRanks(links, 0, -1.0)
+    with pytest.raises(tu.TopologyError, match="must be a square matrix"):
+        tu.GetFastPairSendRecvRanks(np.ones((2, 3)), 0, 1.0)
+    with pytest.raises(TypeError, match="square matrix of numbers"):
+        tu.GetFastPairSendRecvRanks([["a", "b"], ["c", "d"]], 0, 1.0)
+    with pytest.raises(TypeError, match="threshold_seconds must be a number"):
+        tu.GetFastPairSendRecvRanks(links, 0, "1")
+    with pytest.raises(tu.TopologyError, match="rank 4 is out of range"):
+        tu.GetFastPairSendRecvRanks(links, 4, 1.0)
+    bad = links.copy()
+    bad[2, 3] = np.nan
+    with pytest.raises(tu.TopologyError, match=r"link_seconds\[2\]\[3\] is nan"):
+        tu.GetFastPairSendRecvRanks(bad, 0, 1.0)
+    split = np.ones((4, 4))
+    split[0, 1] = split[1, 0] = split[2, 3] = split[3, 2] = 1e-5
+    with pytest.raises(tu.TopologyError, match=r"2 groups that would never mix: \{0, 1\} \{2, 3\}"):
+        tu.GetFastPairSendRecvRanks(split, 0, 1e-3)

@@ -3,8 +3,11 @@
 // public header is used, so this links against libstarling alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -660,6 +663,133 @@ TEST(ScheduleCApi, InnerOuterExpo2) {
   EXPECT_TRUE(InvalidArgument(starling_schedule_inner_outer_expo2(8, 4, 8, &s), "rank 8"));
   EXPECT_TRUE(InvalidArgument(starling_schedule_inner_outer_expo2(8, 4, 0, nullptr),
                               "out must not be NULL"));
+}
+
+// ---- fast-link pairs (issue 25: straggler-aware topology) ----------------------------
+
+// Every rank's schedule over `steps` steps: peer[step][rank], -1 for none.
+std::vector<std::vector<int>> FastPairSteps(int n, const std::vector<double>& links, double threshold, int steps) {
+  std::vector<std::vector<int>> peer(steps, std::vector<int>(n, -1));
+  for (int r = 0; r < n; ++r) {
+    starling_schedule_t s = nullptr;
+    EXPECT_EQ(starling_schedule_fast_pairs(n, r, links.data(), static_cast<int>(links.size()), threshold, &s),
+              STARLING_SUCCESS)
+        << starling_last_error();
+    if (s == nullptr) return {};
+    for (int t = 0; t < steps; ++t) {
+      const StepResult step = Next(s);
+      EXPECT_EQ(step.send, step.recv) << "rank " << r << " step " << t;
+      EXPECT_LE(step.send.size(), 1u);
+      if (!step.send.empty()) peer[t][r] = step.send[0];
+    }
+    EXPECT_EQ(starling_schedule_free(s), STARLING_SUCCESS);
+  }
+  return peer;
+}
+
+// Checks what makes the schedule usable: pairs agree on both sides (so W with weights
+// 1/2 is symmetric, hence doubly stochastic), no slow link is used, and every fast
+// pair meets exactly once per `period` steps. Returns the number of pairs per period.
+int CheckFastPairs(int n, const std::vector<double>& links, double threshold, int period) {
+  auto fast = [&](int i, int j) { return std::max(links[i * n + j], links[j * n + i]) <= threshold; };
+  const auto peer = FastPairSteps(n, links, threshold, 3 * period);
+  if (peer.empty()) return -1;
+  std::map<std::pair<int, int>, int> met;
+  for (size_t t = 0; t < peer.size(); ++t) {
+    std::vector<std::vector<double>> w(n, std::vector<double>(n, 0.0));
+    for (int r = 0; r < n; ++r) {
+      const int p = peer[t][r];
+      if (p < 0) {
+        w[r][r] = 1.0;
+        continue;
+      }
+      EXPECT_NE(p, r);
+      EXPECT_EQ(peer[t][p], r) << "step " << t << ": rank " << r << " pairs with " << p << " but not back";
+      EXPECT_TRUE(fast(r, p)) << "step " << t << " uses the slow link " << r << "-" << p;
+      w[r][r] = w[r][p] = 0.5;
+      if (r < p && t < static_cast<size_t>(period)) ++met[{r, p}];
+      if (t >= static_cast<size_t>(period)) EXPECT_EQ(peer[t][r], peer[t - period][r]) << "not periodic";
+    }
+    for (int i = 0; i < n; ++i) {
+      double row = 0, column = 0;
+      for (int j = 0; j < n; ++j) {
+        row += w[i][j];
+        column += w[j][i];
+      }
+      EXPECT_EQ(row, 1.0);
+      EXPECT_EQ(column, 1.0);
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      const int times = met.count({i, j}) ? met[{i, j}] : 0;
+      EXPECT_EQ(times, fast(i, j) ? 1 : 0) << "pair " << i << "-" << j << " in one period";
+    }
+  return static_cast<int>(met.size());
+}
+
+TEST(ScheduleCApi, FastPairsWithEveryLinkFastIsARoundRobin) {
+  for (int n = 1; n <= 9; ++n) {
+    const std::vector<double> links(static_cast<size_t>(n) * n, 1e-5);
+    const int period = n == 1 ? 1 : (n % 2 == 0 ? n - 1 : n);
+    EXPECT_EQ(CheckFastPairs(n, links, 1e-4, period), n * (n - 1) / 2) << "n " << n;
+  }
+}
+
+TEST(ScheduleCApi, FastPairsAvoidSlowLinksAndSkipEmptyRounds) {
+  // 4 ranks, the link 0-1 slow in one direction only: its round keeps 2-3, 0 and 1 idle.
+  std::vector<double> links(16, 1e-5);
+  links[1 * 4 + 0] = 0.5;
+  EXPECT_EQ(CheckFastPairs(4, links, 1e-3, 3), 5);
+  auto peer = FastPairSteps(4, links, 1e-3, 3);
+  int idle = 0;
+  for (const auto& step : peer) idle += step[0] < 0 && step[1] < 0 && step[2] >= 0 ? 1 : 0;
+  EXPECT_EQ(idle, 1);
+  // A straggler (rank 3) slow to everyone but rank 2.
+  links.assign(16, 1e-5);
+  for (int r : {0, 1}) links[3 * 4 + r] = links[r * 4 + 3] = 2e-3;
+  EXPECT_EQ(CheckFastPairs(4, links, 1e-3, 3), 4);
+  // A chain 0-1-2-3: the round {0,2},{1,3} has no fast pair and is left out.
+  links.assign(16, 1.0);
+  for (int r = 0; r < 3; ++r) links[r * 4 + r + 1] = links[(r + 1) * 4 + r] = 1e-5;
+  EXPECT_EQ(CheckFastPairs(4, links, 1e-3, 2), 3);
+  // The diagonal is not looked at.
+  links.assign(9, 1e-5);
+  links[0] = links[4] = std::nan("");
+  EXPECT_EQ(CheckFastPairs(3, links, 1e-3, 3), 3);
+}
+
+TEST(ScheduleCApi, FastPairsBadInput) {
+  const std::vector<double> fast(16, 1e-5);
+  starling_schedule_t s = Stale<starling_schedule_t>();
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), 16, -1.0, &s),
+                              "threshold_seconds is -1; give a positive number of seconds"));
+  EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), 16, 0.0, &s), "threshold_seconds is 0"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), 16, std::nan(""), &s),
+                              "threshold_seconds is nan"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), 15, 1e-3, &s),
+                              "link_seconds has 15 figures; a job of 4 ranks needs 16"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, nullptr, 16, 1e-3, &s), "link_seconds is NULL"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), -1, 1e-3, &s),
+                              "num_link_seconds must be >= 0"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 4, fast.data(), 16, 1e-3, &s), "rank 4 is out of range"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(0, 0, nullptr, 0, 1e-3, &s), "world_size must be >= 1"));
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, fast.data(), 16, 1e-3, nullptr),
+                              "out must not be NULL"));
+  std::vector<double> links = fast;
+  links[1 * 4 + 2] = -1e-5;
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, links.data(), 16, 1e-3, &s),
+                              "link_seconds[1][2] is -1e-05"));
+  links[1 * 4 + 2] = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, links.data(), 16, 1e-3, &s),
+                              "link_seconds[1][2] is inf"));
+  // Two groups that would never mix: named.
+  links.assign(16, 1.0);
+  links[0 * 4 + 1] = links[1 * 4 + 0] = links[2 * 4 + 3] = links[3 * 4 + 2] = 1e-5;
+  EXPECT_TRUE(InvalidArgument(starling_schedule_fast_pairs(4, 0, links.data(), 16, 1e-3, &s),
+                              "split the job into 2 groups that would never mix: {0, 1} {2, 3}"));
+  EXPECT_EQ(s, nullptr);
 }
 
 }  // namespace

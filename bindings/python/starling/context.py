@@ -331,6 +331,14 @@ class Context:
                 "bytes_per_second": [0.0 if r == self.rank else float(p["probe_bytes_per_second"])
                                      for r, p in enumerate(peers)]}
 
+    def link_latencies(self, repetitions: int = 5) -> np.ndarray:
+        """Every rank's probed latency to every rank, the same size x size float64 matrix
+        on every rank (row i: rank i's figures, 0 on the diagonal), for
+        Schedule.fast_pairs. Collective: probe_peers (header-only round trips; the bulk
+        part at its smallest) and an allgather of the rows."""
+        row = np.asarray(self.probe_peers(repetitions, 1)["latency_seconds"], dtype=np.float64)
+        return np.asarray(self.allgather(row.reshape(1, -1), name="starling.link_latencies"))
+
     @property
     def gpu_path(self) -> str:
         """How this context moves CUDA tensors, and why: "none (no CUDA tensor used yet)"

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _core
+from .errors import InvalidArgumentError
 
 Edge = Tuple[int, int, float]
 
@@ -192,6 +193,29 @@ class Schedule:
     def inner_outer_expo2(cls, world_size: int, local_size: int, rank: int) -> "Schedule":
         """As inner_outer_ring, with exponential-2 distances inside and between machines."""
         return cls(_core.schedule_inner_outer_expo2(world_size, local_size, rank))
+
+    @classmethod
+    def fast_pairs(cls, world_size: int, rank: int, link_seconds: Any, threshold_seconds: float) -> "Schedule":
+        """Pairwise averaging over fast links: step t pairs the ranks as round t of a
+        round-robin tournament, and a pair whose link takes longer than
+        ``threshold_seconds`` (either direction) sits the step out. Yields ``([peer],
+        [peer])`` or ``([], [])``; average with weight 1/2 each (1 alone) and every step's
+        mixing matrix is doubly stochastic. ``link_seconds``: world_size x world_size
+        (nested sequences or a NumPy array), row i being rank i's time to each rank, the
+        same on every rank (:meth:`Context.link_latencies` measures it). Raises
+        InvalidArgumentError when the fast links leave the job split."""
+        try:
+            links = np.asarray(link_seconds, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("link_seconds must be a square matrix of numbers (seconds)") from None
+        if links.ndim != 2 or links.shape[0] != links.shape[1]:
+            raise InvalidArgumentError(f"link_seconds must be a square matrix (world_size x world_size), "
+                                       f"got shape {links.shape}")
+        if isinstance(threshold_seconds, bool) or not isinstance(threshold_seconds, (int, float, np.floating,
+                                                                                     np.integer)):
+            raise TypeError(f"threshold_seconds must be a number, got {type(threshold_seconds).__name__}")
+        return cls(_core.py_schedule_fast_pairs(_check_int(world_size, "world_size"), _check_int(rank, "rank"),
+                                                links.ravel().tolist(), float(threshold_seconds)))
 
     def __iter__(self) -> Iterator[Tuple[List[int], List[int]]]:
         return self

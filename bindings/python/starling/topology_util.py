@@ -151,9 +151,23 @@ def GetInnerOuterExpo2DynamicSendRecvRanks(world_size: int, local_size: int,  # 
     return _schedule(Schedule.inner_outer_expo2, world_size, local_size, self_rank)
 
 
+def GetFastPairSendRecvRanks(link_seconds: Any, self_rank: int,  # noqa: N802
+                             threshold_seconds: float) -> Iterator[Tuple[List[int], List[int]]]:
+    """Starling's: ([peer], [peer]) or ([], []) per step, pairing the ranks round-robin
+    over the links within threshold_seconds (Schedule.fast_pairs; average with 1/2
+    each). link_seconds: the size x size matrix of Context.link_latencies(), the same
+    on every rank."""
+    try:
+        links = np.asarray(link_seconds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("link_seconds must be a square matrix of numbers (seconds)") from None
+    size = int(links.shape[0]) if links.ndim == 2 else 0
+    return _schedule(Schedule.fast_pairs, size, self_rank, links, threshold_seconds)
+
+
 __all__ = [
     "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
     "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
-    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "isPowerOf", "TopologyError",
+    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "GetFastPairSendRecvRanks", "isPowerOf", "TopologyError",
 ]

@@ -905,6 +905,21 @@ function starling_schedule_inner_outer_expo2(world_size, local_size, rank, out)
     ccall((:starling_schedule_inner_outer_expo2, libstarling), starling_status_t, (Cint, Cint, Cint, Ptr{starling_schedule_t}), world_size, local_size, rank, out)
 end
 
+# Pairwise averaging over fast links, for jobs with slow links or slow ranks: step t
+# pairs the ranks as round t of a round-robin tournament (every pair meets once in
+# size - 1 rounds, size for an odd size, where one rank sits each round out). A pair
+# whose link takes longer than threshold_seconds in either direction skips the step, and
+# rounds in which no pair of the job is fast are left out. A step yields ([peer],
+# [peer]) or ([], []): average with weight 1/2 each (1 for a rank alone) and every
+# step's mixing matrix is symmetric and doubly stochastic. link_seconds holds
+# world_size * world_size figures, row i being rank i's time to each rank (e.g. the
+# latencies of starling_probe_peers, gathered from every rank); the diagonal is
+# ignored, and every rank must pass the same figures. INVALID_ARGUMENT names the groups
+# when the links within the threshold leave the job split (they would never mix).
+function starling_schedule_fast_pairs(world_size, rank, link_seconds, num_link_seconds, threshold_seconds, out)
+    ccall((:starling_schedule_fast_pairs, libstarling), starling_status_t, (Cint, Cint, Ptr{Cdouble}, Cint, Cdouble, Ptr{starling_schedule_t}), world_size, rank, link_seconds, num_link_seconds, threshold_seconds, out)
+end
+
 # Yields the next step's sets (list convention as above, for both lists) and
 # advances. send_count/recv_count are set even when a capacity is too small, in which
 # case the schedule does not advance.

@@ -48,6 +48,7 @@ export isregular, isequivalent
 export exponential_two_topology, exponential_topology, symmetric_exponential_topology
 export mesh_grid_2d_topology, star_topology, ring_topology, fully_connected_topology
 export dynamic_one_peer_schedule, exp2_machine_schedule, inner_outer_ring_schedule, inner_outer_expo2_schedule, next!
+export fast_pairs_schedule, link_latencies
 export window, window_names, win_put!, win_put_nonblocking!, win_accumulate!, win_accumulate_nonblocking!
 export win_get!, win_get_nonblocking!, win_update!, win_update_then_collect!, win_versions
 export win_mutex_acquire, win_mutex_release, associated_p, set_associated_p!, set_window_associated_p_enabled!

@@ -128,6 +128,21 @@ function probe_peers(ctx::Context; repetitions::Integer=5, bulk_bytes::Integer=1
 end
 
 """
+    link_latencies(ctx; repetitions=5)
+
+Every rank's probed latency to every rank (seconds) as a `size x size` matrix, the same
+on every rank: entry `[i, j]` is rank `i - 1`'s time to rank `j - 1` (0 on the diagonal),
+for `fast_pairs_schedule`. Collective: `probe_peers` with 1-byte bulk pings, then an
+allgather of the rows.
+"""
+function link_latencies(ctx::Context; repetitions::Integer=5)
+    latency, _ = probe_peers(ctx; repetitions=repetitions, bulk_bytes=1)
+    n = length(latency)
+    flat = allgather(ctx, latency; name="starling.link_latencies")  # rank 0's row first
+    return permutedims(reshape(flat, n, n))
+end
+
+"""
 How this context moves CUDA memory, and why: `"none (no CUDA tensor used yet)"` or
 `"staged on cuda:0: ..."`. (This binding passes host arrays; CUDA memory reaches
 Starling from Julia only through raw DLPack tensors.)

@@ -219,6 +219,23 @@ inner_outer_ring_schedule(world_size::Integer, local_size::Integer, rank::Intege
 inner_outer_expo2_schedule(world_size::Integer, local_size::Integer, rank::Integer) =
     make_schedule(out -> L.starling_schedule_inner_outer_expo2(world_size, local_size, rank, out), world_size)
 
+"""
+    fast_pairs_schedule(world_size, rank, link_seconds, threshold_seconds)
+
+Pairwise averaging over fast links: step t pairs the ranks as round t of a round-robin
+tournament; a pair whose link takes longer than `threshold_seconds` (either direction)
+sits the step out. Steps are `([peer], [peer])` or `([], [])`: average with 1/2 each (1
+alone) and every step's mixing matrix is doubly stochastic. `link_seconds[i, j]`: rank
+`i - 1`'s time to rank `j - 1` (`link_latencies(ctx)`), the same on every rank.
+"""
+function fast_pairs_schedule(world_size::Integer, rank::Integer, link_seconds::AbstractMatrix{<:Real},
+                             threshold_seconds::Real)
+    # Row-major for C: row i (rank i's figures) contiguous.
+    flat = Vector{Float64}(vec(permutedims(Float64.(link_seconds))))
+    return make_schedule(out -> L.starling_schedule_fast_pairs(world_size, rank, flat, length(flat),
+                                                               threshold_seconds, out), world_size)
+end
+
 "The next step's `(send_ranks, recv_ranks)` of a schedule; advances it."
 function next!(s::Schedule)
     s.handle == C_NULL && throw(StarlingError(L.STARLING_ERR_INVALID_HANDLE, "the schedule was closed"))

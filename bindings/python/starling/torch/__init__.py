@@ -10,7 +10,7 @@ optimizers). bindings/python/README.md lists every deliberate difference.
 
 from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnectedGraph,
                              GetDynamicOnePeerSendRecvRanks, GetExp2DynamicSendRecvMachineRanks,
-                             GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
+                             GetFastPairSendRecvRanks, GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
                              GetRecvWeights, GetSendWeights, IsRegularGraph, IsTopologyEquivalent, MeshGrid2DGraph,
                              RingGraph, StarGraph, SymmetricExponentialGraph)
 from . import (adaptive_optimizer, compressed_optimizers, decentralized_optimizers, mpi_ops, optimizers, topology_util,
@@ -41,7 +41,7 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
     "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
-    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks",
+    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "GetFastPairSendRecvRanks",
     "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
 ] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer",
                                                                       "GradientMonitor", "monitor_gradients", "consensus_distance"]

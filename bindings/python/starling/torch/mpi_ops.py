@@ -186,6 +186,14 @@ def abort() -> None:
     S.require_context().abort()
 
 
+def link_latencies(repetitions: int = 5) -> torch.Tensor:
+    """Starling's addition: every rank's probed latency to every rank (seconds), a
+    size x size float64 tensor, the same on every rank; for GetFastPairSendRecvRanks.
+    Collective (a ping-pong probe and an allgather; measure again every so many steps,
+    not every step)."""
+    return torch.from_numpy(S.require_context().link_latencies(repetitions))
+
+
 def fault_tolerant() -> bool:
     """Starling's addition: True when the job survives dead ranks (Open MPI 5 with ULFM,
     started with `starlingrun --fault-tolerant`); then repair() follows a PeerFailedError."""
@@ -936,7 +944,7 @@ __all__ = [
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",
-    "is_topo_weighted", "is_machine_topo_weighted", "suspend", "resume",
+    "is_topo_weighted", "is_machine_topo_weighted", "suspend", "resume", "link_latencies",
     "allreduce", "allreduce_nonblocking", "allreduce_", "allreduce_nonblocking_",
     "allgather", "allgather_nonblocking",
     "reduce_scatter", "reduce_scatter_nonblocking", "alltoall", "alltoall_nonblocking", "new_group",

@@ -107,6 +107,24 @@ public class ContextTest extends ContextTestBase {
   }
 
   @Test
+  public void linkLatenciesAreTheSameMatrixOnEveryRank() {
+    double[] links = ctx.linkLatencies(2);
+    assertEquals(size * size, links.length);
+    for (int i = 0; i < size; ++i) {
+      for (int j = 0; j < size; ++j) assertTrue(i + "," + j, i == j ? links[i * size + j] == 0 : links[i * size + j] > 0);
+    }
+    double[] max = links.clone();
+    double[] min = links.clone();
+    ctx.allreduce(Tensor.of(links, links.length), Tensor.of(max, max.length), ReduceOp.MAX);
+    ctx.allreduce(Tensor.of(links, links.length), Tensor.of(min, min.length), ReduceOp.MIN);
+    assertArrayEquals(max, min, 0.0);
+    try (Schedule s = Schedule.fastPairs(size, rank, links, 1.0)) {
+      Schedule.Step step = s.next();
+      assertArrayEquals(step.sendRanks(), step.recvRanks());
+    }
+  }
+
+  @Test
   public void timelineIsOffByDefaultAndSaysSo() {
     assertFalse(ctx.timelineEnabled());  // the tests run without STARLING_TIMELINE
     try {

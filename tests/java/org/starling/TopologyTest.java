@@ -125,6 +125,35 @@ public class TopologyTest {
   }
 
   @Test
+  public void fastPairsSkipSlowLinksAndRefuseBadInput() {
+    // 4 ranks, rank 0's link to rank 1 slow: the round-robin's rounds are {0,3}{1,2},
+    // {1,3}{0,2}, {2,3}{0,1}; in the last, 0 and 1 sit out.
+    double[] links = new double[16];
+    java.util.Arrays.fill(links, 1e-5);
+    links[0 * 4 + 1] = 0.5;
+    int[][] expected = {{3, 2, 1, 0}, {2, 3, 0, 1}, {-1, -1, 3, 2}};
+    for (int r = 0; r < 4; ++r) {
+      try (Schedule s = Schedule.fastPairs(4, r, links, 1e-3)) {
+        for (int k = 0; k < 6; ++k) {
+          Schedule.Step step = s.next();
+          int peer = expected[k % 3][r];
+          int[] want = peer < 0 ? new int[0] : new int[] {peer};
+          assertArrayEquals("rank " + r + " step " + k, want, step.sendRanks());
+          assertArrayEquals("rank " + r + " step " + k, want, step.recvRanks());
+        }
+      }
+    }
+    TestSupport.expect(Status.INVALID_ARGUMENT, "threshold_seconds is -1", () -> Schedule.fastPairs(4, 0, links, -1));
+    TestSupport.expect(Status.INVALID_ARGUMENT, "link_seconds has 3 figures",
+        () -> Schedule.fastPairs(4, 0, new double[3], 1));
+    TestSupport.expect(IllegalArgumentException.class, "linkSeconds must not be null", () -> Schedule.fastPairs(4, 0, null, 1));
+    double[] split = new double[16];
+    java.util.Arrays.fill(split, 1.0);
+    split[1] = split[4] = split[11] = split[14] = 1e-5;
+    TestSupport.expect(Status.INVALID_ARGUMENT, "{0, 1} {2, 3}", () -> Schedule.fastPairs(4, 0, split, 1e-3));
+  }
+
+  @Test
   public void machineAndInnerOuterSchedulesFollowTheirFormulas() {
     // 4 machines of 2: machine m sends to m + 2^(k mod 2), receives from m - 2^(k mod 2).
     try (Schedule s = Schedule.exp2Machine(8, 2, 5, 1)) {

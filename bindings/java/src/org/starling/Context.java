@@ -164,6 +164,28 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * Every rank's probed latency to every rank, in seconds: size x size figures,
+   * row-major (row i: rank i's, 0 on the diagonal), the same on every rank; for {@link
+   * Schedule#fastPairs}. Collective: {@link #probePeers(int, long)} with 1-byte bulk
+   * pings, then an allgather of the rows.
+   */
+  public double[] linkLatencies(int repetitions) {
+    probePeers(repetitions, 1);
+    int n = size();
+    int me = rank();
+    double[] row = new double[n];
+    for (int r = 0; r < n; ++r) row[r] = r == me ? 0.0 : peerStats(r).probeLatencyNanos() / 1e9;
+    Tensor all = Tensor.allocate(DType.FLOAT64, (long) n * n);
+    allgather(Tensor.of(row, n), all, "starling.link_latencies");
+    return all.toDoubleArray();
+  }
+
+  /** {@link #linkLatencies(int)} with 5 repetitions. */
+  public double[] linkLatencies() {
+    return linkLatencies(5);
+  }
+
+  /**
    * How this context moves CUDA tensors, and why: "none (no CUDA tensor used yet)", or
    * e.g. "staged on cuda:0: ...". Local.
    */

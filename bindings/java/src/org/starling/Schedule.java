@@ -54,6 +54,21 @@ public final class Schedule implements AutoCloseable {
     return make(worldSize, out -> StarlingNative.schedule_inner_outer_expo2(worldSize, localSize, rank, out));
   }
 
+  /**
+   * Pairwise averaging over fast links: step t pairs the ranks as round t of a round-robin
+   * tournament; a pair whose link takes longer than {@code thresholdSeconds} (either
+   * direction) sits the step out. Each step is ([peer], [peer]) or ([], []): average with
+   * 1/2 each (1 alone) and every step's mixing matrix is doubly stochastic.
+   *
+   * @param linkSeconds worldSize x worldSize figures, row-major: row i is rank i's time to
+   *     each rank ({@link Context#linkLatencies()}), the same on every rank
+   * @throws StarlingException INVALID_ARGUMENT when the fast links leave the job split
+   */
+  public static Schedule fastPairs(int worldSize, int rank, double[] linkSeconds, double thresholdSeconds) {
+    Check.notNull(linkSeconds, "linkSeconds");
+    return make(worldSize, out -> StarlingNative.schedule_fast_pairs(worldSize, rank, linkSeconds, thresholdSeconds, out));
+  }
+
   /** The next step's peers; advances the schedule. */
   public Step next() {
     int[] send = new int[capacity];
