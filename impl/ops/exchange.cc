@@ -281,9 +281,9 @@ void Exchange::StampSettled() {
     if (entry.second < 0) entry.second = now;
 }
 
-void Exchange::Wait() { WaitUntil(false); }
+void Exchange::Wait() { WaitUntil(false, -1); }
 
-void Exchange::WaitForFrame() { WaitUntil(true); }
+bool Exchange::WaitForFrame(double patience_seconds) { return WaitUntil(true, patience_seconds); }
 
 bool Exchange::frame_done(int frame) const { return frames_.at(static_cast<size_t>(frame))->done; }
 
@@ -296,7 +296,7 @@ void Exchange::ReleaseFrame(int frame) {
   f.data = nullptr;
 }
 
-void Exchange::WaitUntil(bool any_frame) {
+bool Exchange::WaitUntil(bool any_frame, double patience_seconds) {
   // Per-peer wait times (starling_get_peer_stats): from here (the first polling pass
   // that found nothing to do) until the last message to or from each peer in this wait
   // completed (a peer that is late to send, or to take what we send it, holds it up).
@@ -313,6 +313,8 @@ void Exchange::WaitUntil(bool any_frame) {
   const bool yield = context_.layout().host_oversubscribed || runtime::Engine::OnProgressThread();
   int idle = 0;
   const uint64_t frames_before = frames_done_;
+  const int64_t patience_ns = patience_seconds < 0 ? -1 : static_cast<int64_t>(patience_seconds * 1e9);
+  bool out_of_patience = false;
   try {
     while (active_ > 0 && !(any_frame && frames_done_ > frames_before)) {
       monitor.CheckAborted();  // one relaxed load: an abort ends the wait within microseconds
@@ -330,6 +332,10 @@ void Exchange::WaitUntil(bool any_frame) {
       }
       ++idle;
       if (wait_start_ < 0) wait_start_ = NowNs();
+      if (patience_ns >= 0 && (idle & 15) == 0 && NowNs() - wait_start_ > patience_ns) {
+        out_of_patience = true;
+        break;
+      }
       // Serve one-sided window requests on every idle poll: a peer may be waiting for us
       // to acknowledge its put before it can reach this collective, and where ranks share
       // cores each poll may be our last before the scheduler switches (4 ranks on 2
@@ -355,6 +361,7 @@ void Exchange::WaitUntil(bool any_frame) {
     for (const auto& [peer, when] : settled_)
       traffic->Waited(peer, when == kNoWait ? 0 : static_cast<uint64_t>(std::max<int64_t>(0, when - wait_start_)));
   }
+  return !out_of_patience;
 }
 
 void Exchange::Clear() {

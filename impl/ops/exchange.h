@@ -63,7 +63,9 @@ class Exchange {
   // arrives and posts that peer's next receive at once. Waiting for all of them first
   // can deadlock: a peer ahead blocks until its next frame is taken, while the peer
   // that this rank still waits for needs that peer to move on (neighbor_exchange.cc).
-  void WaitForFrame();
+  // patience_seconds >= 0: returns false if no frame completed within it (the caller
+  // may then do something before it waits again), true otherwise.
+  bool WaitForFrame(double patience_seconds = -1);
   bool frame_done(int frame) const;
   // Frees a completed frame's buffers (after its payload and trailer were taken).
   void ReleaseFrame(int frame);
@@ -78,7 +80,7 @@ class Exchange {
   struct Frame;
   struct Send;
 
-  void WaitUntil(bool any_frame);
+  bool WaitUntil(bool any_frame, double patience_seconds);
   bool Progress();
   bool ProgressFrame(Frame& frame);
   bool FinishFrame(Frame& frame);

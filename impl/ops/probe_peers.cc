@@ -1,8 +1,8 @@
 // probe_peers: every rank measures its latency to, and throughput to, every other rank
 // by ping-pong. In round r (1 .. size-1) rank i pings i + r and answers i - r, so each
 // rank has one ping out and one to answer at a time, and every ordered pair is probed
-// once. Each probe is two steps: the pings cross (ping to i + r, ping from i - r), then
-// the answers (answer to i - r, answer from i + r); the time of both is one round trip.
+// once. A rank answers the ping it gets the moment it lands and times only its own
+// ping's round trip, so a slow link from i - r does not show as one to i + r.
 // Latency: half the best round trip with header-only pings. Throughput: the ping
 // carries `bulk` bytes, and the best round trip less the header-only one is its
 // transfer time. Everyone probes at once, so a shared link or memory bus is measured
@@ -60,30 +60,49 @@ class ProbePeersOp : public runtime::Op {
   }
 
  private:
-  // Seconds from sending a ping to `to` until its answer arrived (answering `from`'s
-  // ping in between).
+  // Seconds from sending a ping to `to` until its answer arrived. `from`'s ping is
+  // answered the moment it lands, and does not hold up the timing: a slow link from
+  // `from` must not make the link to `to` look slow.
   double RoundTrip(runtime::Context& context, const Signature& sig, int to, int from, const char* data,
                    size_t bytes) {
     Agreement agreement(context.rank(), sig);
     Exchange ex(context, transport::Channel::kCollective, Label());
-    const auto start = Clock::now();
-    for (int step = 0; step < 2; ++step) {
+    auto send = [&](bool ping) {
       Header header;
       agreement.Stamp(&header);
-      header.aux = static_cast<uint64_t>(step);
-      const bool ping = step == 0;
+      header.aux = ping ? 0 : 1;
       header.payload_bytes = ping ? bytes : 0;
       ex.SendFrame(ping ? to : from, header, ping ? data : nullptr);
-      const int peer = ping ? from : to;
-      const int frame = ex.RecvFrame(peer);
-      ex.Wait();
+    };
+    auto check = [&](int frame, int peer, bool ping) {
       const Header& h = ex.header(frame);
-      STARLING_CHECK(agreement.Check(h) && h.aux == header.aux && h.payload_bytes == (ping ? bytes : 0),
+      STARLING_CHECK(agreement.Check(h) && h.aux == (ping ? 0u : 1u) && h.payload_bytes == (ping ? bytes : 0),
                      Code::kMismatch, "rank ", peer, " sent ", DescribeSignature(h.sig), " but this rank called ",
                      DescribeSignature(sig));
-      ex.Clear();
+    };
+    const auto start = Clock::now();
+    send(true);
+    const int ping = ex.RecvFrame(from);
+    // From the same peer, the answer's receive follows its ping's (a frame's payload is
+    // received after its header: receives from one peer are posted in the order sent).
+    int answer = to == from ? -1 : ex.RecvFrame(to);
+    bool answered = false;
+    double seconds = -1;
+    while (!answered || seconds < 0) {
+      ex.WaitForFrame();
+      if (!answered && ex.frame_done(ping)) {
+        check(ping, from, true);
+        send(false);
+        answered = true;
+        if (answer < 0) answer = ex.RecvFrame(to);
+      }
+      if (seconds < 0 && answer >= 0 && ex.frame_done(answer)) {
+        seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        check(answer, to, false);
+      }
     }
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    ex.Wait();  // our answer has left
+    return seconds;
   }
 
   int repetitions_;
