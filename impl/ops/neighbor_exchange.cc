@@ -325,12 +325,10 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
     // Segments still in peers' outboxes are copied out only when the wait lasts: the
     // other sources' frames usually follow within microseconds, and a copy of every
     // segment before each wait cost up to 1.25x the time of a 256 KiB exchange.
-    if (links && !ex.WaitForFrame(kDetachAfterSeconds)) {
+    if (!ex.WaitForFrame(links ? kDetachAfterSeconds : -1)) {
       for (auto& segments : result)
         for (Segment& segment : segments) Detach(context, segment);
       mailbox.ForEach([&](Segment& segment) { Detach(context, segment); });
-      ex.WaitForFrame();
-    } else if (!links) {
       ex.WaitForFrame();
     }
     for (size_t s = 0; s < sources.size(); ++s) {
