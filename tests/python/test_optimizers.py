@@ -96,7 +96,7 @@ def consensus(model):
     return accuracy(averaged), float(distance)
 
 
-def check(label, model, kind, lr):
+def check(label, model, kind, lr, loss=True):
     own = accuracy(model)
     mean_accuracy, distance = consensus(model)
     reference, reference_model = reference_accuracy(kind, lr)
@@ -107,8 +107,8 @@ def check(label, model, kind, lr):
     assert abs(own - reference) <= TOLERANCE, f"{label}: rank {RANK} accuracy {own} vs {reference}"
     assert abs(mean_accuracy - reference) <= TOLERANCE
     # Accuracy saturates on this data set: the training loss on all the data must be
-    # close to the single-process one too.
-    assert own_loss <= LOSS_FACTOR * reference_loss, f"{label}: rank {RANK} loss {own_loss} vs {reference_loss}"
+    # close to the single-process one too (unless the ranks ran out of step by chance).
+    assert not loss or own_loss <= LOSS_FACTOR * reference_loss, f"{label}: rank {RANK} loss {own_loss} vs {reference_loss}"
 
 
 AWC = bf.DistributedAdaptWithCombineOptimizer
@@ -193,15 +193,49 @@ def test_window_optimizers(factory):
     assert bf.get_current_created_window_names() == []
 
 
-def test_push_sum():
+@pytest.mark.parametrize("force_barrier", [True, False], ids=["lockstep", "asynchronous"])
+def test_push_sum(force_barrier):
+    """In lockstep the result does not depend on timing: the loss is checked too.
+    Asynchronous, how far the ranks drift apart depends on the machine's load (CI once
+    saw one rank of two take most of its steps alone: loss 1.27x the single process's),
+    so only the accuracy is checked; the weight stays conserved (the slow-rank test)."""
     model = new_model()
-    optimizer = bf.DistributedPushSumOptimizer(base_optimizer("sgd", model, 0.5), model)
+    optimizer = bf.DistributedPushSumOptimizer(base_optimizer("sgd", model, 0.5), model, force_barrier=force_barrier)
     try:
         train(model, optimizer, X_SHARD, Y_SHARD)
-        check("PushSum sgd", model, "sgd", 0.5)
+        check(f"PushSum sgd {'lockstep' if force_barrier else 'asynchronous'}", model, "sgd", 0.5, loss=force_barrier)
     finally:
         bf.barrier()
         optimizer.unregister_window()
+
+
+@pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")
+def test_push_sum_survives_a_stalled_in_neighbor():
+    """The last rank waits while the others take 200 steps (each pushes a share of its
+    weight every step and, at 2 ranks, gets nothing back): the weight once fell below
+    float32's range and the parameters turned into NaN after about 150 steps."""
+    model = new_model()
+    optimizer = bf.DistributedPushSumOptimizer(base_optimizer("sgd", model, 0.5), model)
+    bf.win_create(torch.zeros(1), "pushsum.stall", zero_init=True)
+    initial_loss = evaluate(model, lambda m: loss_of(m, X_SHARD, Y_SHARD))
+    try:
+        if RANK != SIZE - 1:
+            train(model, optimizer, X_SHARD, Y_SHARD, steps=200)
+            bf.win_put(torch.ones(1), "pushsum.stall")
+        else:
+            deadline = time.monotonic() + 30.0
+            while not all(v > 0 for v in bf.get_win_version("pushsum.stall").values()):
+                assert time.monotonic() < deadline, "the other ranks did not finish 200 steps in 30 s"
+                time.sleep(0.01)
+            train(model, optimizer, X_SHARD, Y_SHARD, steps=20)
+        bf.barrier()
+    finally:
+        bf.barrier()
+        optimizer.unregister_window()
+        bf.win_free("pushsum.stall")
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert bool(torch.isfinite(flat).all()), f"rank {RANK}: parameters {flat}"
+    assert evaluate(model, lambda m: loss_of(m, X_SHARD, Y_SHARD)) < 0.5 * initial_loss
 
 
 @pytest.mark.skipif(SIZE == 1, reason="a one-rank graph has no peer")

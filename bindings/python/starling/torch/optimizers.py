@@ -14,6 +14,7 @@ finishes it. Hooks exist only with more than one rank.
 """
 
 import contextlib
+import math
 import warnings
 from enum import Enum
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -555,7 +556,15 @@ class _PushSum(_Windowed):
     and are collected atomically under the window mutex whenever the target steps, so
     the total mass sum(w) is conserved however far the ranks drift apart, and x / w
     stays an average of the ranks' parameters (asynchronous push-sum, as in Stochastic
-    Gradient Push). force_barrier = True (or the factory's argument) restores lockstep."""
+    Gradient Push). force_barrier = True (or the factory's argument) restores lockstep.
+
+    A rank that hears nothing from its in-neighbors keeps halving (at one out-neighbor)
+    its weight w each step; after about 150 such steps in float32 (25 in float16) w
+    would reach zero and x / w turn into NaN. So when w falls below sqrt(smallest normal)
+    (where x = estimate * w stops being exact for small parameters) the rank resets w to
+    1: mass is created, and the consensus becomes a weighted average of the ranks in
+    which this rank's progress since it ran ahead still counts (with its weight near
+    zero, that progress was otherwise all but lost)."""
 
     def __init__(self, params: Any, model: Any, num_steps_per_communication: int, force_barrier: bool) -> None:
         super().__init__(params)
@@ -595,6 +604,8 @@ class _PushSum(_Windowed):
                 extended.mul_(self.self_weight)
                 mpi_ops.win_update_then_collect(self._windows[p])
                 p.copy_((extended[:-1] / extended[-1]).view_as(p))
+                if extended[-1] < math.sqrt(torch.finfo(extended.dtype).tiny):
+                    extended[-1] = 1.0  # the next forward hook sets x = estimate * 1
                 self._delay[p] = self._num_steps
         self._handles.clear()
 
