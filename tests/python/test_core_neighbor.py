@@ -174,3 +174,37 @@ def test_fast_pairs_from_probed_links_average_exactly(ctx):
     # Mixing keeps the mean (doubly stochastic) and moves every rank towards it.
     mean = np.mean([values(r, SHAPE, "float64") for r in range(SIZE)], axis=0)
     np.testing.assert_allclose(states.mean(axis=0), mean, atol=1e-12)
+
+
+def test_adaptive_fast_pairs_remeasure_and_average_exactly(ctx):
+    """The adaptive schedule measures with link_latencies (collective) before the first
+    step and every 3 steps; every rank's copy of every schedule, fed the same matrices,
+    gives a float64 simulation that the exchange must match."""
+    latest = []
+
+    def measure():
+        latest.append(ctx.link_latencies(repetitions=2))
+        return latest[-1]
+
+    own = starling.topology_util.GetAdaptiveFastPairSendRecvRanks(measure, RANK, every=3)
+    others = {r: starling.topology_util.GetAdaptiveFastPairSendRecvRanks(lambda: latest[-1], r, every=3)
+              for r in range(SIZE) if r != RANK}
+    states = np.stack([values(r, SHAPE, "float64") for r in range(SIZE)])
+    x = states[RANK].copy()
+    steps = 3 * SIZE + 1
+    for _ in range(steps):
+        own_step = next(own)  # first: it measures for the others too
+        step = {RANK: own_step, **{r: next(s) for r, s in others.items()}}
+        send, recv = step[RANK]
+        x = ctx.neighbor_allreduce(x, self_weight=0.5 if recv else 1.0, src_weights={r: 0.5 for r in recv},
+                                   dst_weights=send)
+        w = np.eye(SIZE)
+        for r, (s, _) in step.items():
+            if s:
+                assert step[s[0]][0] == [r], "unpaired step"
+                w[r, r], w[r, s[0]] = 0.5, 0.5
+        states = (w @ states.reshape(SIZE, -1)).reshape((SIZE,) + SHAPE)
+        np.testing.assert_allclose(x, states[RANK], rtol=0, atol=1e-12)
+    assert own.measurements == len(latest) == -(-steps // 3)
+    assert own.threshold_seconds == pytest.approx(8.0 * np.median(latest[-1][~np.eye(SIZE, dtype=bool)])) \
+        if SIZE > 1 else own.threshold_seconds == 1.0

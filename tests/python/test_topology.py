@@ -305,3 +305,95 @@ def test_fast_pairs_bad_input():
     split[0, 1] = split[1, 0] = split[2, 3] = split[3, 2] = 1e-5
     with pytest.raises(tu.TopologyError, match=r"2 groups that would never mix: \{0, 1\} \{2, 3\}"):
         tu.GetFastPairSendRecvRanks(split, 0, 1e-3)
+
+
+class ScriptedLinks:
+    """measure() for AdaptiveFastPairs: returns the given matrices in turn."""
+
+    def __init__(self, *matrices):
+        self.matrices, self.calls = list(matrices), 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.matrices[min(self.calls, len(self.matrices)) - 1]
+
+
+def adaptive_peers(matrices, steps, every, factor=8.0):
+    """peer[step][rank] from every rank's adaptive schedule, and rank 0's schedule."""
+    n = len(matrices[0])
+    peer = np.full((steps, n), -1)
+    schedules = [tu.GetAdaptiveFastPairSendRecvRanks(ScriptedLinks(*matrices), r, factor=factor, every=every)
+                 for r in range(n)]
+    for t in range(steps):
+        for rank, schedule in enumerate(schedules):
+            send, recv = next(schedule)
+            assert send == recv and len(send) <= 1
+            if send:
+                peer[t, rank] = send[0]
+    return peer, schedules[0]
+
+
+def met_pairs(peer):
+    return {(r, int(p)) for row in peer for r, p in enumerate(row) if p > r}
+
+
+def test_adaptive_fast_pairs_follow_each_measurement():
+    """5 ranks; the first measurement has 0 <-> 1 slow, the second 2 <-> 3 (and 3 -> 1
+    only one way), the third every link of rank 4: left out, they would split the job,
+    so every link is used until the next measurement."""
+    first, second, split = (np.full((5, 5), 1e-4) for _ in range(3))
+    first[0, 1] = first[1, 0] = 0.1
+    second[2, 3] = second[3, 2] = second[3, 1] = 0.1
+    split[4, :] = split[:, 4] = 0.1
+    for m in (first, second, split):
+        np.fill_diagonal(m, 0.0)
+    every = 10  # two periods of the 5-rank round robin
+    peer, schedule = adaptive_peers([first, second, split], 3 * every, every)
+    everything = {(i, j) for i in range(5) for j in range(i + 1, 5)}
+    assert met_pairs(peer[:every]) == everything - {(0, 1)}
+    assert met_pairs(peer[every:2 * every]) == everything - {(2, 3), (1, 3)}
+    assert met_pairs(peer[2 * every:]) == everything
+    assert schedule.measurements == 3 and schedule.split
+    np.testing.assert_array_equal(schedule.links, split)
+    assert schedule.threshold_seconds == pytest.approx(8.0 * 1e-4)
+    for row in peer:  # each step pairs ranks symmetrically
+        for r, p in enumerate(row):
+            assert p < 0 or row[p] == r
+
+
+def test_adaptive_fast_pairs_threshold_is_factor_times_the_median_link():
+    links = np.full((4, 4), 1e-3)
+    links[0, 1] = links[1, 0] = 3.5e-3
+    np.fill_diagonal(links, 0.0)
+    peer, schedule = adaptive_peers([links], 6, 100, factor=4.0)  # 3.5 ms < 4 ms: kept
+    assert (0, 1) in met_pairs(peer) and schedule.threshold_seconds == pytest.approx(4e-3)
+    peer, schedule = adaptive_peers([links], 6, 100, factor=3.0)  # 3.5 ms > 3 ms: left out
+    assert (0, 1) not in met_pairs(peer) and not schedule.split and schedule.measurements == 1
+
+
+def test_adaptive_fast_pairs_bad_input():
+    links = np.full((2, 2), 1e-4)
+    with pytest.raises(TypeError, match="measure must be callable"):
+        tu.GetAdaptiveFastPairSendRecvRanks(links, 0)
+    with pytest.raises(tu.TopologyError, match="factor is 1.0; give a number above 1"):
+        tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 0, factor=1.0)
+    with pytest.raises(tu.TopologyError, match="factor is nan"):
+        tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 0, factor=float("nan"))
+    with pytest.raises(TypeError, match="factor must be a number"):
+        tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 0, factor="8")
+    with pytest.raises(tu.TopologyError, match="every is 0; give at least 1"):
+        tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 0, every=0)
+    with pytest.raises(TypeError, match="every must be an int"):
+        tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 0, every=1.5)
+    with pytest.raises(tu.TopologyError, match=r"shape \(2, 3\); it must be square"):
+        next(tu.GetAdaptiveFastPairSendRecvRanks(lambda: np.ones((2, 3)), 0))
+    with pytest.raises(TypeError, match="square matrix of numbers"):
+        next(tu.GetAdaptiveFastPairSendRecvRanks(lambda: [["a", "b"], ["c", "d"]], 0))
+    with pytest.raises(tu.TopologyError, match="link times must be positive"):
+        next(tu.GetAdaptiveFastPairSendRecvRanks(lambda: np.zeros((2, 2)), 0))
+    with pytest.raises(tu.TopologyError, match="rank 2 is out of range"):
+        next(tu.GetAdaptiveFastPairSendRecvRanks(lambda: links, 2))
+    bad = np.full((3, 3), 1e-4)
+    bad[1, 2] = -1.0
+    with pytest.raises(tu.TopologyError, match=r"link_seconds\[1\]\[2\] is -1"):
+        next(tu.GetAdaptiveFastPairSendRecvRanks(lambda: bad, 0))

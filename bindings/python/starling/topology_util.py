@@ -9,7 +9,7 @@ ExponentialGraph are tested exactly, invalid arguments raise :class:`TopologyErr
 dynamic generators check their topology instead of dividing by a wrong degree.
 """
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import networkx as nx
 import numpy as np
@@ -165,9 +165,90 @@ def GetFastPairSendRecvRanks(link_seconds: Any, self_rank: int,  # noqa: N802
     return _schedule(Schedule.fast_pairs, size, self_rank, links, threshold_seconds)
 
 
+class AdaptiveFastPairs:
+    """Starling's: the fast-pair schedule, re-measured as the job runs. An endless
+    iterator of ([peer], [peer]) or ([], []) per step, as GetFastPairSendRecvRanks.
+
+    measure() is called before the first step and then every `every` steps; it must be
+    collective and give every rank the same size x size matrix (Context.link_latencies
+    or starling.torch.link_latencies does). Links slower than `factor` times the median
+    link are left out. When that would split the job into groups that never mix, the
+    schedule uses every link until the next measurement (`split` says so), rather than
+    stop training. Every rank must step its iterator alike (one next() per step).
+
+    After each measurement: links (the matrix), threshold_seconds, split, and
+    measurements (how many so far)."""
+
+    def __init__(self, measure: Callable[[], Any], self_rank: int, *, factor: float = 8.0,
+                 every: int = 100) -> None:
+        if not callable(measure):
+            raise TypeError(f"measure must be callable (e.g. Context.link_latencies), got {type(measure).__name__}")
+        for value, what in ((self_rank, "self_rank"), (every, "every")):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float, np.integer, np.floating)):
+            raise TypeError(f"factor must be a number, got {type(factor).__name__}")
+        if not factor > 1.0:  # also refuses NaN
+            raise TopologyError(f"factor is {factor}; give a number above 1 (links slower than factor x the median "
+                                f"are left out)")
+        if every < 1:
+            raise TopologyError(f"every is {every}; give at least 1 (steps between measurements)")
+        self._measure, self._rank, self._factor, self._every = measure, int(self_rank), float(factor), int(every)
+        self._left = 0
+        self._steps: Optional[Iterator[Tuple[List[int], List[int]]]] = None
+        self.links: Optional[np.ndarray] = None
+        self.threshold_seconds = float("nan")
+        self.split = False
+        self.measurements = 0
+
+    def __iter__(self) -> "AdaptiveFastPairs":
+        return self
+
+    def __next__(self) -> Tuple[List[int], List[int]]:
+        if self._left == 0:
+            self._remeasure()
+        self._left -= 1
+        assert self._steps is not None
+        return next(self._steps)
+
+    def _remeasure(self) -> None:
+        try:
+            links = np.array(self._measure(), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("measure() must return a square matrix of numbers (seconds)") from None
+        if links.ndim != 2 or links.shape[0] != links.shape[1] or links.shape[0] < 1:
+            raise TopologyError(f"measure() returned a matrix of shape {links.shape}; it must be square")
+        size = links.shape[0]
+        off_diagonal = links[~np.eye(size, dtype=bool)]
+        # The median of a one-rank job is undefined: any positive threshold will do.
+        threshold = self._factor * float(np.median(off_diagonal)) if size > 1 else 1.0
+        if not threshold > 0.0 or not np.isfinite(threshold):
+            raise TopologyError(f"measure() returned links with median {threshold / self._factor}; "
+                                f"link times must be positive seconds")
+        try:
+            steps = GetFastPairSendRecvRanks(links, self._rank, threshold)
+            self.split = False
+        except TopologyError as e:
+            if "would never mix" not in str(e):
+                raise
+            steps = GetFastPairSendRecvRanks(links, self._rank, float(links.max()) + 1.0)
+            self.split = True
+        self._steps, self._left = steps, self._every
+        self.links, self.threshold_seconds = links, threshold
+        self.measurements += 1
+
+
+def GetAdaptiveFastPairSendRecvRanks(measure: Callable[[], Any], self_rank: int, *,  # noqa: N802
+                                     factor: float = 8.0, every: int = 100) -> AdaptiveFastPairs:
+    """Starling's: the fast-pair schedule re-measured every `every` steps (see
+    AdaptiveFastPairs); measure is Context.link_latencies or starling.torch.link_latencies."""
+    return AdaptiveFastPairs(measure, self_rank, factor=factor, every=every)
+
+
 __all__ = [
     "GetRecvWeights", "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent", "ExponentialTwoGraph",
     "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
-    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "GetFastPairSendRecvRanks", "isPowerOf", "TopologyError",
+    "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "GetFastPairSendRecvRanks",
+    "AdaptiveFastPairs", "GetAdaptiveFastPairSendRecvRanks", "isPowerOf", "TopologyError",
 ]

@@ -8,9 +8,10 @@ win_lock, is_topo_weighted, is_machine_topo_weighted, the push-sum and pull-get
 optimizers). bindings/python/README.md lists every deliberate difference.
 """
 
-from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnectedGraph,
+from ..topology_util import (AdaptiveFastPairs, ExponentialGraph, ExponentialTwoGraph, FullyConnectedGraph,
                              GetDynamicOnePeerSendRecvRanks, GetExp2DynamicSendRecvMachineRanks,
-                             GetFastPairSendRecvRanks, GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
+                             GetAdaptiveFastPairSendRecvRanks, GetFastPairSendRecvRanks,
+                             GetInnerOuterExpo2DynamicSendRecvRanks, GetInnerOuterRingDynamicSendRecvRanks,
                              GetRecvWeights, GetSendWeights, IsRegularGraph, IsTopologyEquivalent, MeshGrid2DGraph,
                              RingGraph, StarGraph, SymmetricExponentialGraph)
 from . import (adaptive_optimizer, compressed_optimizers, decentralized_optimizers, mpi_ops, optimizers, topology_util,
@@ -42,6 +43,6 @@ __all__ = list(_ops) + list(optimizers.__all__) + list(decentralized_optimizers.
     "ExponentialGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph", "StarGraph",
     "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetExp2DynamicSendRecvMachineRanks",
     "GetInnerOuterRingDynamicSendRecvRanks", "GetInnerOuterExpo2DynamicSendRecvRanks", "GetFastPairSendRecvRanks",
-    "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
+    "AdaptiveFastPairs", "GetAdaptiveFastPairSendRecvRanks", "InferSourceFromDestinationRanks", "InferDestinationFromSourceRanks",
 ] + [name for name in horovod.__all__ if name not in _ops] + ["DistributedOptimizer",
                                                                       "GradientMonitor", "monitor_gradients", "consensus_distance"]
