@@ -33,11 +33,7 @@ run=$build/impl/launcher/starlingrun bench=$build/examples/benchmarks/scaling_be
 
 # shellcheck source-path=SCRIPTDIR source=../../tests/multihost/netns_hosts.sh
 source "$root/tests/multihost/netns_hosts.sh"
-why=$(mh_available) || { echo "cannot make namespace hosts here: $why" >&2; exit 77; }
-unset OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include STARLING_NODES_PER_MACHINE \
-  BLUEFOG_NODES_PER_MACHINE
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARLING_TIMEOUT_SECONDS=300
-trap mh_destroy EXIT
+mh_bench_setup
 
 # one HOSTS PER_HOST RATE METHODS: one job, its rows appended to OUT.csv.
 one() {

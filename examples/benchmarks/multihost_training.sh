@@ -28,12 +28,8 @@ run=$build/impl/launcher/starlingrun
 
 # shellcheck source-path=SCRIPTDIR source=../../tests/multihost/netns_hosts.sh
 source "$root/tests/multihost/netns_hosts.sh"
-why=$(mh_available) || { echo "cannot make namespace hosts here: $why" >&2; exit 77; }
-unset OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include STARLING_NODES_PER_MACHINE \
-  BLUEFOG_NODES_PER_MACHINE
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARLING_TIMEOUT_SECONDS=300
+mh_bench_setup
 export PYTHONPATH=$build/python OMP_NUM_THREADS=1
-trap mh_destroy EXIT
 
 for n in ${ranks//,/ }; do
   mh_create "$n" "$([[ $rate == none ]] || echo "$rate")"

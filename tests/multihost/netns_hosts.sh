@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2016  # single quotes keep $ for the inner shell
 # Several "hosts" on this machine, made of Linux network namespaces (sourced by
-# run_tests.sh and by examples/benchmarks/multihost_bench.sh; needs root).
+# run_tests.sh and by the benchmark scripts in examples/benchmarks/; needs root).
 #
 #   mh_create N [RATE]   hosts host1..hostN: namespace ${MH_PREFIX}-hK with eth0 =
 #                        10.77.0.K/24, joined by a bridge in namespace ${MH_PREFIX}-sw;
@@ -17,6 +17,10 @@
 #   mh_kill_host HOST    SIGKILLs every process in HOST's namespace (the host "dies").
 #   mh_destroy           kills every process left in the namespaces (by PID), deletes
 #                        them; safe to call twice and from a trap.
+#   mh_bench_setup       the preamble of the benchmark scripts (examples/benchmarks/):
+#                        exits 77 saying why where hosts cannot be made, clears settings
+#                        that name this machine's interfaces or machine size, lets Open
+#                        MPI run as root, and destroys the hosts when the script exits.
 # Names carry the caller's PID and a random part, so parallel runs never collide.
 # Latency: netem (tc's delay) does not exist in this kernel, so only the rate is limited.
 
@@ -150,4 +154,13 @@ mh_destroy() {
   [[ -n $MH_DIR ]] && rm -rf "$MH_DIR"
   MH_HOSTS=()
   MH_DIR=""
+}
+
+mh_bench_setup() {
+  local why
+  why=$(mh_available) || { echo "cannot make namespace hosts here: $why" >&2; exit 77; }
+  unset OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include STARLING_NODES_PER_MACHINE \
+    BLUEFOG_NODES_PER_MACHINE
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARLING_TIMEOUT_SECONDS=300
+  trap mh_destroy EXIT
 }
