@@ -67,7 +67,14 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
     // A rank left (an exception, an exit, a shutdown): a wait it will never answer ends.
     if (context_.any_departure()) {
       const std::string left = context_.DepartureFailure(awaited().ranks, sequence_);
-      if (!left.empty()) PeerFailed(left);
+      if (!left.empty()) {
+        // Tell the others: a rank waiting in this operation for this one (not for the
+        // rank that left) would otherwise wait until STARLING_TIMEOUT_SECONDS.
+        // A rank that has left is told too: its destroy stops waiting for this one's
+        // departure (a broken context leaves without one).
+        context_.NotifyPeerFailure(left, {});
+        PeerFailed(left);
+      }
     }
   }
   if (waited >= next_failure_poll_ && context_.fault_tolerant()) {

@@ -1,7 +1,7 @@
 /* A job in which rank 0 leaves early while the others keep calling allreduce; run by
  * run_exit_test.py, which checks that the job ends non-zero within a bound.
  *
- *   exit_program <mode> <step>
+ *   exit_program <mode> <step> [linger]
  *     return    rank 0 returns from main at <step> without destroying its context
  *     exit1     rank 0 calls exit(1) at <step>
  *     destroy   rank 0 destroys its context at <step>, then returns 0
@@ -9,8 +9,10 @@
  *
  * Rank 0 prints "T_LEAVE <CLOCK_MONOTONIC seconds>" as it leaves. The others print
  * "PEER rank=R status=S message=..." for their first failing call and return 1
- * without destroying (their own exit then tells the rest). Plain C: the header must
- * serve C programs. */
+ * without destroying (their own exit then tells the rest); with "linger", they first
+ * sleep 4 s (as a program that saves its state after an error), so that no rank
+ * learns of the failure from another's exit. Plain C: the header must serve C
+ * programs. */
 #include <starling/starling.h>
 
 #include "example_util.h" /* vector(): a float64 DLTensor */
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   const int step = atoi(argv[2]);
   const int windowed = strcmp(mode, "window") == 0;
+  const int linger = argc > 3 && strcmp(argv[3], "linger") == 0;
   starling_context_t ctx = NULL;
   if (starling_context_create(NULL, &ctx) != STARLING_SUCCESS) {
     fprintf(stderr, "context_create: %s\n", starling_last_error());
@@ -73,6 +76,10 @@ int main(int argc, char** argv) {
     if (s != STARLING_SUCCESS) {
       printf("PEER rank=%d status=%d step=%d mono=%.6f message=%s\n", rank, s, i, Mono(), starling_last_error());
       fflush(stdout);
+      if (linger) {
+        struct timespec wait = {4, 0};
+        nanosleep(&wait, NULL);
+      }
       return 1;
     }
   }

@@ -6,7 +6,10 @@ without destroy, a shutdown while the others compute) and checks that it ends:
   rank 0's "T_LEAVE <monotonic>" line (one host: the clock is shared);
 - with --first REGEX: the first error line the user sees (stdout and stderr merged,
   as a terminal shows them) matches it (rank 0's own traceback, not a peer's error);
-- with --peer REGEX: some other rank's error matches it (names rank 0 and why).
+- with --peer REGEX: some other rank's error matches it (names rank 0 and why);
+- with --peers K: K "PEER ... mono=<monotonic>" lines, each within --peers-bound
+  (default --bound) of T_LEAVE: every other rank's own call failed in time, not only
+  the job's end.
 
 Prints the measured time from rank 0's departure to the job's end.
 Usage: run_exit_test.py --bound 2 [--first RE] [--peer RE] -- mpirun -np 4 program args
@@ -26,6 +29,8 @@ def main():
     parser.add_argument("--limit", type=int, default=60, help="seconds before timeout kills the job")
     parser.add_argument("--first", help="regex the first error line must match")
     parser.add_argument("--peer", help="regex some peer's error must match")
+    parser.add_argument("--peers", type=int, help="how many ranks must report a failed call in time")
+    parser.add_argument("--peers-bound", type=float, help="seconds after T_LEAVE (default: --bound)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -56,6 +61,13 @@ def main():
         if not exceptions or not re.search(args.first, exceptions[0]):
             problems.append(f"the first error shown is {exceptions[0] if exceptions else None!r}, "
                             f"expected /{args.first}/")
+    if args.peers is not None and leave:
+        failed_at = [float(m) - leave[0] for m in re.findall(r"^PEER .*?mono=([0-9]+\.[0-9]+)", out, re.M)]
+        peers_bound = args.bound if args.peers_bound is None else args.peers_bound
+        late = [f"{t:.2f} s" for t in failed_at if t > peers_bound]
+        if len(failed_at) != args.peers or late:
+            problems.append(f"{len(failed_at)} ranks reported a failed call (expected {args.peers}); "
+                            f"late (over {peers_bound} s): {late}")
     if args.peer and not re.search(args.peer, out):
         problems.append(f"no peer error matches /{args.peer}/")
     shown = f"{took:.3f} s" if took is not None else "?"
