@@ -604,8 +604,10 @@ class _PushSum(_Windowed):
                 extended.mul_(self.self_weight)
                 mpi_ops.win_update_then_collect(self._windows[p])
                 p.copy_((extended[:-1] / extended[-1]).view_as(p))
-                if extended[-1] < math.sqrt(torch.finfo(extended.dtype).tiny):
-                    extended[-1] = 1.0  # the next forward hook sets x = estimate * 1
+                # Without a branch: on a GPU, reading w on the host would wait for the stream.
+                # The next forward hook sets x = estimate * w.
+                weight = extended[-1:]
+                weight.masked_fill_(weight < math.sqrt(torch.finfo(extended.dtype).tiny), 1.0)
                 self._delay[p] = self._num_steps
         self._handles.clear()
 
