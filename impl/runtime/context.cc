@@ -60,8 +60,8 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     }
     context->WireTransport();
     SetLogRank(context->rank_);
-    // A newcomer of a grow: the members do not probe (see Grow), so neither does it.
-    if (context->joined_) context->ForgetSharedMemory("starling_context_grow");
+    // A newcomer of a grow probes with the members (Grow: right after their Agree too).
+    if (context->joined_) context->ReprobeSharedMemory("starling_context_grow");
     else context->ProbeSharedMemory();
     // BlueFog's default: the unweighted exponential-2 graph (a newcomer: the grown one).
     auto initial = std::make_shared<TopologyState>();

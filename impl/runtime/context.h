@@ -274,8 +274,10 @@ class Context {
   static MPI_Comm JoinGrow(std::shared_ptr<TopologyState>* topology);
   // Collective (creation, after the layout): probes the same-host pairs (shm_probe.cc).
   void ProbeSharedMemory();
-  // Repair and grow renumber the ranks: the probe's result no longer holds.
-  void ForgetSharedMemory(const std::string& why);
+  // Collective, after a repair or grow (`why`) renumbered the ranks: the old result no
+  // longer holds; probes the new communicator. If that fails (a rank died meanwhile),
+  // every pair uses MPI until the next repair.
+  void ReprobeSharedMemory(const std::string& why);
 
   Config config_;
   transport::shm::ProbeResult shm_;

@@ -247,7 +247,7 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   layout_ = std::move(layout);
   WireTransport();
   SetLogRank(rank_);
-  ForgetSharedMemory("starling_context_grow");
+  ReprobeSharedMemory("starling_context_grow");
   {
     auto state = std::make_shared<TopologyState>();
     state->graph = std::move(graph);

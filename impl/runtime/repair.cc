@@ -126,7 +126,7 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   layout_ = std::move(layout);
   WireTransport();
   SetLogRank(rank_);
-  ForgetSharedMemory("starling_context_repair");
+  ReprobeSharedMemory("starling_context_repair");
   {
     std::lock_guard<std::mutex> lock(topology_mutex_);
     topology_ = std::move(topology);

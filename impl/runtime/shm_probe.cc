@@ -1,5 +1,5 @@
-// The context's shared-memory probe (transport/shm/probe.h): run once at creation over
-// the collective communicator, forgotten after a repair or grow.
+// The context's shared-memory probe (transport/shm/probe.h): run at creation over the
+// collective communicator, and again over the new one after a repair or grow.
 #include <chrono>
 #include <cstring>
 
@@ -62,13 +62,20 @@ void Context::ProbeSharedMemory() {
                      " us)");
 }
 
-void Context::ForgetSharedMemory(const std::string& why) {
+void Context::ReprobeSharedMemory(const std::string& why) {
   shm_ = transport::shm::ProbeResult{};
   shm_links_.reset();  // by old rank numbers; exchanges in flight keep theirs alive
   shm_.pairs.resize(static_cast<size_t>(size_));
-  shm_.summary = Str("unknown (not probed again after ", why, ")");
-  if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);  // a newcomer
-  else transport::shm::UpdateSummary(shm_summary_, shm_.summary);
+  try {
+    ProbeSharedMemory();  // segment names carry fresh nonces: no clash with the old links'
+  } catch (const std::exception& e) {
+    shm_ = transport::shm::ProbeResult{};
+    shm_links_.reset();
+    shm_.pairs.resize(static_cast<size_t>(size_));
+    shm_.summary = Str("off (the probe after ", why, " failed: ", e.what(), ")");
+    if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);  // a newcomer
+    else transport::shm::UpdateSummary(shm_summary_, shm_.summary);
+  }
 }
 
 }  // namespace starling::runtime

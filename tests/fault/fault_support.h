@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -53,6 +54,22 @@ inline std::vector<int> InNeighbors(starling_context_t ctx) {
   int count = 0;
   Expect(starling_in_neighbors(ctx, ranks, 64, &count) == STARLING_SUCCESS, "in_neighbors");
   return std::vector<int>(ranks, ranks + count);
+}
+
+// After a repair or grow (`after`) the shared-memory probe ran again over the new ranks:
+// with every rank on this host, the config string's line names them all by their new
+// numbers (on, or off with STARLING_SHM=0); never the old result, never "unknown".
+inline void ExpectShmProbedAgain(starling_context_t ctx, const std::string& after) {
+  int size = 0, local = 0;
+  Expect(starling_size(ctx, &size) == STARLING_SUCCESS && starling_local_size(ctx, &local) == STARLING_SUCCESS,
+         "size, local_size");
+  const std::string config = starling_config_string();
+  const char* shm = std::getenv("STARLING_SHM");
+  std::string expected = "shm: ";
+  if (shm != nullptr && std::string(shm) == "0") expected = "shm: off (STARLING_SHM=0)";
+  else if (local == size && size >= 2) expected = "shm: on (ranks 0-" + std::to_string(size - 1) + " on host ";
+  Expect(config.find(expected) != std::string::npos && config.find("shm: unknown") == std::string::npos,
+         "the config string's shm line after " + after + " (expected '" + expected + "'): " + config);
 }
 
 }  // namespace fault_support

@@ -48,11 +48,8 @@ double Parameter(size_t i) { return std::sin(0.37 * static_cast<double>(i) + 1.0
 
 // Exact results over the grown context (x_r = r + 1 on rank r).
 void CheckGrown(starling_context_t ctx, int joined) {
-  // Members and newcomers alike: the shared-memory probe's result from before the grow
-  // no longer describes the ranks (the config string says so instead of a stale "on").
-  Expect(std::string(starling_config_string()).find("shm: unknown (not probed again after starling_context_grow)") !=
-             std::string::npos,
-         "the config string's shm line after the grow");
+  // Members and newcomers alike: the shared-memory probe ran again over the grown ranks.
+  fault_support::ExpectShmProbedAgain(ctx, "the grow");
   int rank = 0, size = 0;
   starling_rank(ctx, &rank);
   starling_size(ctx, &size);
