@@ -229,6 +229,8 @@ class AdaptiveFastPairs:
             steps = GetFastPairSendRecvRanks(links, self._rank, threshold)
             self.split = False
         except TopologyError as e:
+            # starling_schedule_fast_pairs' refusal of a split (its other refusals are
+            # bad input, raised as they are).
             if "would never mix" not in str(e):
                 raise
             steps = GetFastPairSendRecvRanks(links, self._rank, float(links.max()) + 1.0)
