@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Averaging around a slow link on namespace hosts (a benchmark, not a test; root): 4
-# hosts, one rank each, every link unlimited except host1 <-> host2, shaped to --slow
-# in both directions (htb, by destination address). Runs fast_pairs_bench.py.
+# hosts, --per-host ranks each (1), every link unlimited except host1 <-> host2, shaped
+# to --slow in both directions (htb, by destination address). Runs fast_pairs_bench.py.
 #
 #   examples/benchmarks/fast_pairs_bench.sh [--build build] [--slow 100mbit] [--bytes 1048576]
-#       [--steps 30] [--json out.json]
+#       [--steps 30] [--per-host 1] [--json out.json]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$root/build slow=100mbit nbytes=1048576 steps=30 json=""
+build=$root/build slow=100mbit nbytes=1048576 steps=30 per_host=1 json=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$(realpath "$2") ;;
     --slow) slow=$2 ;;
     --bytes) nbytes=$2 ;;
     --steps) steps=$2 ;;
+    --per-host) per_host=$2 ;;
     --json) json=$(realpath -m "$2") ;;
     *) echo "fast_pairs_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -39,6 +40,6 @@ for pair in "1 2" "2 1"; do
 done
 args=(--bytes "$nbytes" --steps "$steps")
 [[ -n $json ]] && args+=(--json "$json")
-mh_exec host1 timeout -k 5 900 "$run" -H host1:1,host2:1,host3:1,host4:1 --interface eth0 -x OMP_NUM_THREADS \
+mh_exec host1 timeout -k 5 900 "$run" -H "host1:$per_host,host2:$per_host,host3:$per_host,host4:$per_host" --interface eth0 -x OMP_NUM_THREADS \
   --mpi-args "--mca plm_rsh_agent $(mh_agent)" \
   /usr/bin/python3 "$root/examples/benchmarks/fast_pairs_bench.py" "${args[@]}"
