@@ -121,6 +121,9 @@ class Jax:
 
     def __init__(self):
         import jax
+        # JAX makes float64 arrays float32 unless 64-bit types are enabled: the float64
+        # cases must reach Starling as float64.
+        jax.config.update("jax_enable_x64", True)
         try:
             gpus = jax.devices("gpu")
         except RuntimeError:

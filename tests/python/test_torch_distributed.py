@@ -190,19 +190,19 @@ def test_new_group_over_a_subset():
 
 
 # ---- DDP -------------------------------------------------------------------------------------
-def ddp_run(group, steps=50):
+def ddp_run(group, steps=50, device="cpu", dtype=torch.float32):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3)).to(device, dtype)
     ddp = nn.parallel.DistributedDataParallel(model, process_group=group)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(100 + RANK)  # each rank its own data
     for _ in range(steps):
-        x = torch.randn(16, 8, generator=g)
-        y = torch.randint(0, 3, (16,), generator=g)
+        x = torch.randn(16, 8, generator=g).to(device, dtype)
+        y = torch.randint(0, 3, (16,), generator=g).to(device)
         opt.zero_grad()
         nn.functional.cross_entropy(ddp(x), y).backward()
         opt.step()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
 
 
 def test_ddp_matches_gloo():
@@ -212,6 +212,19 @@ def test_ddp_matches_gloo():
     else:
         torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
     # and the ranks agree
+    gathered = [torch.empty_like(mine) for _ in range(SIZE)]
+    dist.all_gather(gathered, mine)
+    assert all(torch.equal(g, mine) for g in gathered)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the device kit runs it)")
+def test_ddp_on_cuda_matches_gloo_on_the_cpu():
+    """DDP of a CUDA model over the starling backend (the staged or NCCL path), in
+    float64: the CPU's result over gloo but for the order of a few additions."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    mine = ddp_run(STARLING, device=device, dtype=torch.float64)
+    theirs = ddp_run(GLOO, dtype=torch.float64)
+    torch.testing.assert_close(mine, theirs, rtol=1e-9, atol=1e-10)
     gathered = [torch.empty_like(mine) for _ in range(SIZE)]
     dist.all_gather(gathered, mine)
     assert all(torch.equal(g, mine) for g in gathered)
