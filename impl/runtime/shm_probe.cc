@@ -63,15 +63,17 @@ void Context::ProbeSharedMemory() {
 }
 
 void Context::ReprobeSharedMemory(const std::string& why) {
-  shm_ = transport::shm::ProbeResult{};
-  shm_links_.reset();  // by old rank numbers; exchanges in flight keep theirs alive
-  shm_.pairs.resize(static_cast<size_t>(size_));
+  // Every pair on MPI (what a failed probe leaves too).
+  auto forget = [this] {
+    shm_ = transport::shm::ProbeResult{};
+    shm_links_.reset();  // by old rank numbers; exchanges in flight keep theirs alive
+    shm_.pairs.resize(static_cast<size_t>(size_));
+  };
+  forget();
   try {
     ProbeSharedMemory();  // segment names carry fresh nonces: no clash with the old links'
   } catch (const std::exception& e) {
-    shm_ = transport::shm::ProbeResult{};
-    shm_links_.reset();
-    shm_.pairs.resize(static_cast<size_t>(size_));
+    forget();
     shm_.summary = Str("off (the probe after ", why, " failed: ", e.what(), ")");
     if (shm_summary_ == 0) shm_summary_ = transport::shm::AddSummary(shm_.summary);  // a newcomer
     else transport::shm::UpdateSummary(shm_summary_, shm_.summary);

@@ -576,6 +576,8 @@ class _PushSum(_Windowed):
         self._extended = {p: torch.cat([p.data.flatten(), torch.ones(1, dtype=p.dtype, device=p.device)])
                           for p in self._names}
         self._create_windows(self._extended, dict(self._names), zero_init=True)
+        # The weight below which synchronize() resets it to 1 (see the class's text).
+        self._weight_floor = {p: math.sqrt(torch.finfo(p.dtype).tiny) for p in self._names}
 
     def _reset_weights(self) -> None:
         # Column-stochastic: this rank keeps one share of its mass and pushes one share
@@ -607,7 +609,7 @@ class _PushSum(_Windowed):
                 # Without a branch: on a GPU, reading w on the host would wait for the stream.
                 # The next forward hook sets x = estimate * w.
                 weight = extended[-1:]
-                weight.masked_fill_(weight < math.sqrt(torch.finfo(extended.dtype).tiny), 1.0)
+                weight.masked_fill_(weight < self._weight_floor[p], 1.0)
                 self._delay[p] = self._num_steps
         self._handles.clear()
 
