@@ -2,9 +2,9 @@
 # Detection and repair times of dead ranks on Open MPI 5 with ULFM, across
 # network-namespace hosts (tests/multihost/netns_hosts.sh; needs root), compared with
 # one host. Each job (tests/multihost/fault_jobs.sh): ranks allreduce in a loop; one
-# rank SIGKILLs itself, or every rank of one host is SIGKILLed from outside; the
-# survivors time the PEER_FAILED error and the repair, and check that an allreduce over
-# them is exact. Last, a host dies whole (its ranks and its Open MPI daemon, prted):
+# rank SIGKILLs itself, or every rank of one host is SIGKILLed (or SIGSTOPped: a hung
+# host, which only Starling's heartbeat finds) from outside; the survivors time the
+# PEER_FAILED error and the repair, and check that an allreduce over them is exact. Last, a host dies whole (its ranks and its Open MPI daemon, prted):
 # Open MPI 5.0.11's launcher (PRRTE 3.0) cannot lose a daemon and ends the job
 # (open-mpi/ompi#12227; PRRTE pull request #2443 adds it later); that job reports how
 # the job ended. Prints one line per job and a table (medians over the repetitions).
@@ -43,11 +43,13 @@ for ((rep = 1; rep <= reps; rep++)); do
   mh_create 2
   fj_run "2 hosts x 2, kill a rank (host2)" 2 2 rank "$python_dir" "$prefix" "$results"
   fj_run "2 hosts x 2, kill host2's ranks" 2 2 host "$python_dir" "$prefix" "$results"
+  fj_run "2 hosts x 2, stop host2's ranks" 2 2 stop "$python_dir" "$prefix" "$results"
   mh_destroy
   mh_create 4
   fj_run "4 hosts x 1, kill a rank (host4)" 4 1 rank "$python_dir" "$prefix" "$results"
   fj_run "4 hosts x 2, kill a rank (host4)" 4 2 rank "$python_dir" "$prefix" "$results"
   fj_run "4 hosts x 2, kill host4's ranks" 4 2 host "$python_dir" "$prefix" "$results"
+  fj_run "4 hosts x 2, stop host4's ranks" 4 2 stop "$python_dir" "$prefix" "$results"
   mh_destroy
 done
 mh_create 2

@@ -306,18 +306,23 @@ void Context::WireTransport() {
   }
   Context* self = this;  // the transport is owned by the context
   transport_->SetRankDescriber([self](int r) { return self->DescribeRank(r); });
-  transport_->SetFailureProbe([self] {
+  transport_->SetFailureProbe([self]() -> std::string {
     std::set<int> everyone;
     for (int r = 0; r < self->size_; ++r) everyone.insert(r);
-    std::vector<int> gone;
-    self->ProbePeers(everyone, &gone);
-    std::vector<int> announced = self->heartbeat_ ? self->heartbeat_->Announced() : std::vector<int>{};
+    std::string found = self->ProbePeers(everyone, nullptr);
+    if (!found.empty()) return found;
+    // A rank stopped (or a host hung): no process is gone, another rank's heartbeat
+    // found it silent, and its revocation may arrive before its notice.
+    if (self->heartbeat_) {
+      const std::vector<int> announced = self->heartbeat_->Announced();
+      if (!announced.empty())
+        return Str(self->DescribeGone(announced), " gone (another rank's heartbeat found no answer for "
+                   "STARLING_HEARTBEAT_SECONDS=", self->heartbeat_->timeout(), " s: killed, crashed, hung or stopped)");
+    }
     std::lock_guard<std::mutex> lock(self->gone_mutex_);
-    announced.insert(announced.end(), self->gone_.begin(), self->gone_.end());
-    for (int r : announced)
-      if (std::find(gone.begin(), gone.end(), r) == gone.end()) gone.push_back(r);
-    std::sort(gone.begin(), gone.end());
-    return gone;
+    if (self->gone_.empty()) return {};
+    return Str(self->DescribeGone(std::vector<int>(self->gone_.begin(), self->gone_.end())),
+               " gone (another rank reported it)");
   });
   std::lock_guard<std::mutex> lock(gone_mutex_);
   gone_.clear();  // old ranks' numbers

@@ -9,6 +9,9 @@
 #       rank    the lowest rank on the last host SIGKILLs itself
 #       host    every rank of the last host is SIGKILLed (its Open MPI daemon lives)
 #       daemon  the last host dies whole: its ranks and its daemon (prted)
+#       stop    every rank of the last host is SIGSTOPped (a hung machine: nothing
+#               reports it, the heartbeat must find it); once every survivor printed
+#               DETECTED (or after 5 s) they are SIGKILLed, so that the repair completes
 #     Appends to OUT a line "RUN label=... np=... mode=KILL rc=... kill_mono=...
 #     end_mono=..." and the job's output (fault_summary.py reads it).
 # The launcher reaches the hosts through the rsh agent with `--prtemca plm_ssh_agent`:
@@ -16,9 +19,9 @@
 
 fj_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-# CLOCK_MONOTONIC now, then SIGKILL of the given PIDs (one clock for every namespace).
-_fj_kill_now() {
-  /usr/bin/python3 -c 'import os,sys,time; t=time.monotonic(); [os.kill(int(p),9) for p in sys.argv[1:]]; print(f"{t:.6f}")' "$@"
+# CLOCK_MONOTONIC now, then signal SIG to the given PIDs (one clock for every namespace).
+_fj_signal_now() {  # _fj_signal_now SIG PID...
+  /usr/bin/python3 -c 'import os,sys,time; t=time.monotonic(); [os.kill(int(p),int(sys.argv[1])) for p in sys.argv[2:]]; print(f"{t:.6f}")' "$@"
 }
 
 fj_run() {
@@ -47,7 +50,14 @@ fj_run() {
     for pid in $(mh_pids "$kill_host"); do  # the ranks only, or everything (daemon too)
       if [[ $kill == daemon ]] || grep -q fault_program "/proc/$pid/cmdline" 2>/dev/null; then victims+=("$pid"); fi
     done
-    kill_mono=$(_fj_kill_now "${victims[@]}")
+    if [[ $kill == stop ]]; then
+      kill_mono=$(_fj_signal_now 19 "${victims[@]}")
+      local survivors=$((np - ${#victims[@]}))
+      for ((k = 0; k < 100; k++)); do (($(grep -c '^DETECTED' "$log") >= survivors)) && break; sleep 0.05; done
+      _fj_signal_now 9 "${victims[@]}" >/dev/null
+    else
+      kill_mono=$(_fj_signal_now 9 "${victims[@]}")
+    fi
     if [[ $kill == daemon ]]; then mh_kill_host "$kill_host"; fi  # anything forked meanwhile
   fi
   local rc=0 ended

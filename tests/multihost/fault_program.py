@@ -7,10 +7,14 @@ examples/benchmarks/fault_timings.sh): ranks allreduce in a loop under
 
 rank: the lowest rank on HOST SIGKILLs itself after --warmup iterations and prints
   VICTIM mono=T (CLOCK_MONOTONIC, one clock for every namespace host of the machine).
-external: rank 0 prints READY after the warm-up; the caller kills HOST's processes
-  (its ranks and its Open MPI daemon) and notes the time itself.
-Each survivor prints
-  SURVIVOR rank=R ok=1 detect_mono=T repair_s=D recovered_mono=T failed=1,3
+external: rank 0 prints READY after the warm-up; the caller kills (or stops) HOST's
+  processes and notes the time itself.
+Each survivor prints, when its operation fails,
+  DETECTED rank=R by=heartbeat|report
+(heartbeat: Starling's heartbeat, this rank's or another's, found the silent rank;
+report: MPI or the launcher told), and MESSAGE rank=R with the error's text,
+then, after the repair,
+  SURVIVOR rank=R ok=1 detect_mono=T repair_s=D recovered_mono=T failed=1,3 by=...
 (or ok=0 reason=...). Hosts are told apart by host name (the namespace hosts have
 their own), ranks on HOST by an allgather of host indexes at the start."""
 import argparse
@@ -57,6 +61,10 @@ def main() -> int:
             failure = e
         it += 1
     detect = time.monotonic()
+    # Its own heartbeat ("no answer to heartbeats") or another rank's, passed on.
+    by = "heartbeat" if "heartbeat" in str(failure) else "report"
+    print(f"DETECTED rank={rank} by={by}", flush=True)
+    print(f"MESSAGE rank={rank} {failure}", flush=True)
     for attempt in range(3):  # a death the shrink missed fails the repair: call it again
         try:
             result = ctx.repair()
@@ -78,7 +86,7 @@ def main() -> int:
         print(f"SURVIVOR rank={rank} ok=0 reason={'; '.join(problems)}", flush=True)
         return 1
     print(f"SURVIVOR rank={rank} ok=1 detect_mono={detect:.6f} repair_s={repaired - detect:.6f} "
-          f"recovered_mono={recovered:.6f} failed={','.join(map(str, result['failed']))}", flush=True)
+          f"recovered_mono={recovered:.6f} failed={','.join(map(str, result['failed']))} by={by}", flush=True)
     return 0
 
 

@@ -6,7 +6,8 @@ dies with its Open MPI daemon) are reported as how the job ended.
 
   fault_summary.py RESULTS [--bound SECONDS]
 --bound: exit 1 unless every job (but daemon ones) passed and every detection took
-less than SECONDS (the ctest's check); without it, exit 0."""
+less than SECONDS, by the heartbeat where ranks were stopped (the ctest's check);
+without it, exit 0."""
 import argparse
 import re
 import statistics
@@ -49,6 +50,11 @@ def main() -> int:
         if args.bound is not None and detect >= args.bound:
             bad.append(label)
             print(f"  detection took {detect:.3f} s, bound {args.bound} s")
+        # Nothing reports a stopped rank: only the heartbeat can have found it.
+        if fields["mode"] == "stop" and any(s.get("by") != "heartbeat" for s in survivors):
+            bad.append(label)
+            print("  a survivor learned of the stopped ranks otherwise than by the heartbeat:\n    " +
+                  "\n    ".join(line for line in lines if line.startswith("MESSAGE ")))
 
     def med(values):
         return f"{statistics.median(values):.3f} s (max {max(values):.3f})" if values else "-"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest fault.multihost (labels fault;multihost): on Open MPI 5 with ULFM, across 2
 # namespace hosts x 2 ranks (netns_hosts.sh), a rank on host2 dies, then both of host2's
-# ranks; each time every survivor on host1 gets PEER_FAILED within --bound seconds,
+# ranks, then both of host2's ranks stop (SIGSTOP: only Starling's heartbeat can find
+# them); each time every survivor on host1 gets PEER_FAILED within --bound seconds,
 # repairs, and an allreduce over the survivors is exact (fault_program.py).
 # Exits 77 (skipped) where namespaces cannot be made, unless STARLING_REQUIRE_MULTIHOST=1.
 #   fault_test.sh --python-dir DIR --mpiexec OMPI5_MPIRUN [--bound SECONDS]
@@ -36,4 +37,5 @@ trap 'mh_destroy; rm -f "$results"' EXIT
 mh_create 2
 fj_run "2 hosts x 2, kill a rank on host2" 2 2 rank "$python_dir" "$prefix" "$results"
 fj_run "2 hosts x 2, kill host2's ranks" 2 2 host "$python_dir" "$prefix" "$results"
+fj_run "2 hosts x 2, stop host2's ranks" 2 2 stop "$python_dir" "$prefix" "$results"
 /usr/bin/python3 "$here/fault_summary.py" "$results" --bound "$bound"

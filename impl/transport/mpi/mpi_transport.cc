@@ -407,14 +407,17 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
   // Failures are announced through the runtime and learned while MPI progresses (under
   // load that took over 1 s); a dead rank on this host is also seen through /proc.
   std::vector<int> failed = FailedRanks();
+  std::string found;  // what the probe found instead, in its own words
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (int round = 0; failed.empty() && std::chrono::steady_clock::now() < deadline; ++round) {
+  for (int round = 0; failed.empty() && found.empty() && std::chrono::steady_clock::now() < deadline; ++round) {
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);  // progresses MPI
     sched_yield();
     failed = FailedRanks();
-    if (failed.empty() && probe_ && round % 64 == 0) failed = probe_();
+    if (failed.empty() && probe_ && round % 64 == 0) found = probe_();
   }
+  if (failed.empty() && !found.empty())
+    throw Error(Code::kPeerFailed, Str(found, "; repair the context (starling_context_repair) or destroy it"));
   std::string names;
   for (size_t i = 0; i < failed.size(); ++i)
     names += Str(i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ",

@@ -86,9 +86,11 @@ class MpiTransport final : public Transport {
   bool fault_tolerant() const { return fault_tolerant_; }
   // How messages name ranks ("rank 2 (pid 42 on host vm)"); set by the context.
   void SetRankDescriber(std::function<std::string(int)> describe) { describe_ = std::move(describe); }
-  // Ranks found dead by other means (the context's /proc probe of same-host ranks):
-  // names the failure when only a revocation has arrived so far. Set by the context.
-  void SetFailureProbe(std::function<std::vector<int>()> probe) { probe_ = std::move(probe); }
+  // Failures found by other means than ULFM (the context's /proc probe of same-host
+  // ranks, heartbeat findings, other ranks' notices), in the words of what found them
+  // (empty: none): names the failure when only a revocation has arrived so far. Set by
+  // the context.
+  void SetFailureProbe(std::function<std::string()> probe) { probe_ = std::move(probe); }
   // Ranks this process knows to have failed (ascending); empty without ULFM. Any thread.
   std::vector<int> FailedRanks() const;
   // Revokes the collective and window communicators (ULFM): every rank's pending and later operations on
@@ -126,7 +128,7 @@ class MpiTransport final : public Transport {
   bool fault_tolerant_ = false;
   std::atomic<bool> revoked_{false};
   std::function<std::string(int)> describe_;
-  std::function<std::vector<int>()> probe_;
+  std::function<std::string()> probe_;
 
   std::atomic<bool> failed_{false};
   std::atomic<int> abandoned_{0};
