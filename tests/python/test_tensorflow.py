@@ -212,3 +212,112 @@ def test_bad_input_is_a_clear_error():
             bf.allreduce(tf.ones(3, tf.float32 if RANK == 0 else tf.float64))
     after = bf.allreduce(tf.ones(2), average=False)  # and the next call works
     check(after, np.full(2, SIZE), "float32")
+
+
+# ---- KungFu's optimizers ---------------------------------------------------------------------------
+def _local_gradient(w, rank):
+    a, b = (m.astype(np.float64) for m in _least_squares(rank))
+    return 2.0 / len(a) * a.T @ (a @ w - b)
+
+
+def _start(rank):
+    """Each rank its own starting weights (SMA and pair averaging must bring them together)."""
+    return np.array([[0.5], [-0.25], [1.0]]) + 0.125 * rank
+
+
+def test_kungfu_synchronous_optimizers():
+    """S-SGD is DistributedOptimizer. SMA, one step eager and one inside tf.function:
+    w <- w + alpha (mean of the ranks' w - w) - lr * (own gradient at the old w),
+    against float64 NumPy."""
+    import keras
+    assert isinstance(bf.SynchronousSGDOptimizer(keras.optimizers.SGD(learning_rate=0.1)), keras.optimizers.SGD)
+    w = tf.Variable(_start(RANK).astype(np.float32))
+    a, b = (tf.constant(m) for m in _least_squares(RANK))
+
+    def loss():
+        return tf.reduce_mean((a @ w - b) ** 2)
+
+    sma = bf.SynchronousAveragingOptimizer(keras.optimizers.SGD(learning_rate=0.1), alpha=0.25)
+    assert isinstance(sma, keras.optimizers.SGD)
+    with tf.GradientTape() as tape:
+        value = loss()
+    sma.apply_gradients([(tape.gradient(value, w), w)])
+    after_eager = w.numpy().copy()
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as t:
+            v = loss()
+        sma.apply(t.gradient(v, [w]), [w])
+
+    step()
+    after_graph = w.numpy().copy()
+    ws = [_start(r) for r in range(SIZE)]
+    expected = []
+    for _ in range(2):
+        mean = sum(ws) / SIZE
+        ws = [w_r + 0.25 * (mean - w_r) - 0.1 * _local_gradient(w_r, r) for r, w_r in enumerate(ws)]
+        expected.append(ws[RANK])
+    np.testing.assert_allclose(after_eager, expected[0], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(after_graph, expected[1], rtol=0, atol=1e-5)
+
+
+def _pair_averaging_run(steps, averaging, lr):
+    """steps of SGD (learning rate lr) on this rank's least squares from its own start,
+    with PairAveragingOptimizer or without; a barrier after each step bounds how far
+    ranks drift apart. Returns (the final w, the loss on every rank's data)."""
+    import keras
+    w = tf.Variable(_start(RANK).astype(np.float32))
+    a, b = (tf.constant(m) for m in _least_squares(RANK))
+    sgd = keras.optimizers.SGD(learning_rate=lr)
+    optimizer = bf.PairAveragingOptimizer(sgd) if averaging else sgd
+
+    @tf.function
+    def graph_step():
+        with tf.GradientTape() as t:
+            v = tf.reduce_mean((a @ w - b) ** 2)
+        optimizer.apply(t.gradient(v, [w]), [w])
+
+    for i in range(steps):
+        if i % 2:  # eager and inside tf.function in turn
+            graph_step()
+        else:
+            with tf.GradientTape() as tape:
+                value = tf.reduce_mean((a @ w - b) ** 2)
+            optimizer.apply_gradients([(tape.gradient(value, w), w)])
+        bf.barrier()
+    final = w.numpy().astype(np.float64)
+    everything = [_least_squares(r) for r in range(SIZE)]
+    loss = np.mean([np.mean((x.astype(np.float64) @ final - y) ** 2) for x, y in everything])
+    return final, loss
+
+
+def _spread(w):
+    """The largest difference between two ranks' copies of w."""
+    context = bf.mpi_ops.S.context
+    return float(np.abs(np.asarray(context.allreduce(w, "max")) - np.asarray(context.allreduce(w, "min"))).max())
+
+
+@pytest.mark.skipif(SIZE == 1, reason="pair averaging needs a peer")
+def test_kungfu_pair_averaging_reaches_consensus_and_trains():
+    """Asynchronous, so no exact reference. With a zero learning rate (gossip alone) the
+    ranks' different starts must meet inside their range; training, the loss on all the
+    data must end lower than plain SGD's from the same starts."""
+    gossip, _ = _pair_averaging_run(40, averaging=True, lr=0.0)
+    starts = np.stack([_start(r) for r in range(SIZE)])
+    assert _spread(gossip) < 1e-3 * 0.125 * (SIZE - 1), gossip
+    assert np.all(starts.min(axis=0) <= gossip) and np.all(gossip <= starts.max(axis=0)), gossip
+    _, alone = _pair_averaging_run(40, averaging=False, lr=0.05)
+    _, paired = _pair_averaging_run(40, averaging=True, lr=0.05)
+    assert paired < alone, (paired, alone)
+
+
+def test_kungfu_optimizers_bad_input():
+    import keras
+    with pytest.raises(ValueError, match="alpha"):
+        bf.SynchronousAveragingOptimizer(keras.optimizers.SGD(), alpha=0)
+    with pytest.raises(ValueError, match="alpha"):
+        bf.SynchronousAveragingOptimizer(keras.optimizers.SGD(), alpha="0.1")
+    for factory in (bf.SynchronousSGDOptimizer, bf.SynchronousAveragingOptimizer, bf.PairAveragingOptimizer):
+        with pytest.raises(ValueError, match="Keras 3 optimizer"):
+            factory(tf.compat.v1.train.GradientDescentOptimizer(0.1))

@@ -1,6 +1,7 @@
 """Drop-in replacement for ``bluefog.tensorflow`` (``import starling.tensorflow as bf``),
 plus the neighbor operations BlueFog's TensorFlow side lacks (neighbor_allreduce, static
-and dynamic; neighbor_allgather). Eager TensorFlow tensors in CPU memory; inside
+and dynamic; neighbor_allgather) and KungFu's three optimizers (SynchronousSGDOptimizer,
+SynchronousAveragingOptimizer, PairAveragingOptimizer). Eager TensorFlow tensors in CPU memory; inside
 tf.function every operation is a tf.py_function op. docs/tensorflow.md has the details.
 """
 
@@ -12,6 +13,7 @@ from .mpi_ops import (allgather, allreduce, average_group, barrier, broadcast, i
                       is_initialized, is_topo_weighted, load_topology, local_rank, local_size, machine_rank,
                       machine_size, mpi_threads_supported, neighbor_allgather, neighbor_allreduce,
                       out_neighbor_ranks, rank, set_topology, shutdown, size)
+from .averaging_optimizers import PairAveragingOptimizer, SynchronousAveragingOptimizer, SynchronousSGDOptimizer
 from .optimizers import DistributedGradientTape, DistributedOptimizer, broadcast_variables
 
 __all__ = [
@@ -19,7 +21,8 @@ __all__ = [
     "machine_rank", "mpi_threads_supported", "set_topology", "load_topology", "is_topo_weighted",
     "in_neighbor_ranks", "out_neighbor_ranks", "barrier", "allreduce", "broadcast", "allgather",
     "neighbor_allreduce", "neighbor_allgather", "average_group", "broadcast_variables",
-    "DistributedOptimizer", "DistributedGradientTape",
+    "DistributedOptimizer", "DistributedGradientTape", "SynchronousSGDOptimizer", "SynchronousAveragingOptimizer",
+    "PairAveragingOptimizer",
     "ExponentialGraph", "ExponentialTwoGraph", "FullyConnectedGraph", "MeshGrid2DGraph", "RingGraph",
     "StarGraph", "SymmetricExponentialGraph", "GetDynamicOnePeerSendRecvRanks", "GetRecvWeights",
     "GetSendWeights", "IsRegularGraph", "IsTopologyEquivalent",
