@@ -272,21 +272,25 @@ gpu_program() {  # gpu_program PROGRAM RANKS [VAR=value...]
   mpi "$STEP_TIMEOUT" "$n" env "$@" "$BUILD/tests/gpu/$program" --gtest_filter=-*Demanded* --gtest_brief=1
 }
 
-python_arrays() {  # python_arrays FRAMEWORK RANKS [env...]
-  local framework=$1 n=$2
-  shift 2
+python_tests() {  # python_tests FRAMEWORK RANKS FILE [-k EXPR] [env...]: pytest in tests/python
+  local framework=$1 n=$2 file=$3 select=()
+  shift 3
+  [ "${1:-}" = -k ] && { select=(-k "$2"); shift 2; }
   (cd "$repo/tests/python" && mpi "$STEP_TIMEOUT" "$n" env "$@" STARLING_TEST_ARRAYS="$framework" \
     PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 STARLING_TIMEOUT_SECONDS=60 \
-    "$PY" -m pytest -q --color=no -p no:cacheprovider -rs test_gpu_arrays.py)
+    "$PY" -m pytest -q --color=no -p no:cacheprovider -rs "$file" "${select[@]}")
 }
 
-torch_training() {  # torch_training RANKS FILE [pytest -k EXPR] [env...]: a model trained on the GPU
-  local n=$1 file=$2 select=()
+python_arrays() {  # python_arrays FRAMEWORK RANKS [env...]: device arrays (test_gpu_arrays.py)
+  local framework=$1 n=$2
   shift 2
-  [ "${1:-}" = -k ] && { select=(-k "$2"); shift 2; }
-  (cd "$repo/tests/python" && mpi "$STEP_TIMEOUT" "$n" env "$@" STARLING_TEST_ARRAYS=torch \
-    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 STARLING_TIMEOUT_SECONDS=60 \
-    "$PY" -m pytest -q --color=no -p no:cacheprovider -rs "$file" "${select[@]}")
+  python_tests "$framework" "$n" test_gpu_arrays.py "$@"
+}
+
+torch_training() {  # torch_training RANKS FILE [-k EXPR] [env...]: a model trained on the GPU
+  local n=$1
+  shift
+  python_tests torch "$n" "$@"
 }
 
 example_arrays() {  # example_arrays FRAMEWORK RANKS: examples/python/gpu_arrays.py (77: not installed)

@@ -227,23 +227,12 @@ class AdaptiveFastPairs:
                                 f"link times must be positive seconds")
         # A threshold that splits the job would be refused (the parts would never mix):
         # then every link takes part.
-        self.split = not _connected(np.maximum(links, links.T) <= threshold)
+        self.split = not nx.is_connected(nx.from_numpy_array(np.maximum(links, links.T) <= threshold))
         steps = GetFastPairSendRecvRanks(links, self._rank,
                                          float(links.max()) + 1.0 if self.split else threshold)
         self._steps, self._left = steps, self._every
         self.links, self.threshold_seconds = links, threshold
         self.measurements += 1
-
-
-def _connected(adjacent: np.ndarray) -> bool:
-    """Whether the graph of a square boolean matrix is connected (the diagonal ignored)."""
-    reached = np.zeros(len(adjacent), dtype=bool)
-    reached[0] = True
-    frontier = reached.copy()
-    while frontier.any():
-        frontier = adjacent[frontier].any(axis=0) & ~reached
-        reached |= frontier
-    return bool(reached.all())
 
 
 def GetAdaptiveFastPairSendRecvRanks(measure: Callable[[], Any], self_rank: int, *,  # noqa: N802

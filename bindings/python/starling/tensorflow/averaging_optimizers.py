@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from .mpi_ops import S, _ctx, average_group, size
-from .optimizers import DistributedOptimizer, _keras_optimizer_class, _value
+from .optimizers import DistributedOptimizer, _keras_optimizer_class, _value, _with_apply
 
 _names = itertools.count()
 
@@ -63,8 +63,7 @@ def SynchronousAveragingOptimizer(optimizer: Any, alpha: float = 0.1) -> Any:  #
                 variable.assign(value + alpha * (mean - value))
         return base.apply(self, grads, trainable_variables)
 
-    cls = type(base.__name__, (base,), {"apply": apply})
-    return cls.from_config(optimizer.get_config())
+    return _with_apply(optimizer, apply)
 
 
 class _PairAveraging:
@@ -125,5 +124,4 @@ def PairAveragingOptimizer(optimizer: Any) -> Any:  # noqa: N802 (KungFu's name)
                 variable.assign(tf.reshape(tf.cast(new, value.dtype), value.shape))
         return base.apply(self, grads, trainable_variables)
 
-    cls = type(base.__name__, (base,), {"apply": apply, "_starling_pair_averaging": state})
-    return cls.from_config(optimizer.get_config())
+    return _with_apply(optimizer, apply)

@@ -81,17 +81,20 @@ def _keras_optimizer_class() -> Optional[type]:
         return None
 
 
-def _distributed_keras(optimizer: Any) -> Any:
+def _with_apply(optimizer: Any, apply: Any) -> Any:
     """The same Keras 3 optimizer (class, configuration; wrap it before training, its
-    state is not carried over) whose apply() and apply_gradients() average the
-    gradients first."""
+    state is not carried over) with apply() (which apply_gradients() calls) replaced."""
+    return type(type(optimizer).__name__, (type(optimizer),), {"apply": apply}).from_config(optimizer.get_config())
+
+
+def _distributed_keras(optimizer: Any) -> Any:
+    """optimizer whose apply() and apply_gradients() average the gradients first."""
     base = type(optimizer)
 
     def apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
         return base.apply(self, _average(list(grads)), trainable_variables)
 
-    cls = type(base.__name__, (base,), {"apply": apply})
-    return cls.from_config(optimizer.get_config())
+    return _with_apply(optimizer, apply)
 
 
 def _distributed_legacy(optimizer: Any, name: Optional[str], use_locking: bool) -> Any:
