@@ -1,14 +1,21 @@
-// neighbor_allreduce on one host against its limits, in alternating batches of one run:
-//   starling  starling_neighbor_allreduce over the exponential-2 topology, uniform
-//             weights (through shared memory, or through MPI with STARLING_SHM=0)
+// Neighbor averaging and windows on one host against their limits, in alternating
+// batches of one run, over the exponential-2 topology, float32 (--op):
+//   neighbor        starling_neighbor_allreduce, uniform weights
+//   win_put         starling_window_put to every out-neighbor + starling_window_update
+//   win_accumulate  starling_window_accumulate to every out-neighbor
+// each through shared memory, or through MPI with STARLING_SHM=0, against:
 //   raw_mpi   MPI_Irecv from each in-neighbor, MPI_Isend to each out-neighbor,
-//             MPI_Waitall, then the same average in one pass (the MPI path's floor)
+//             MPI_Waitall, then the same combine in one pass (the MPI path's floor;
+//             win_put sends what its previous average wrote, as put + update does)
 //   memcpy    one copy of the tensor (what publishing it costs)
-//   average   out = (x + y) / 2 with both inputs in local memory (the local limit: what
-//             the combine costs when nothing has to move)
+//   local     the same combine with every input in local memory (the local limit):
+//             neighbor: out = (x + y) / 2; win_put: a copy per out-neighbor (the
+//             puts) and the average over the in-neighbors' inputs (the update);
+//             win_accumulate: acc += x per out-neighbor
+// --require-mutex 1: the window operations under the window mutex (push-sum's way).
 // Prints microseconds per call (median of blocks) and the ratios. Run it with
 // STARLING_SHM=1 and =0 (examples/benchmarks/shm_neighbor_bench.sh does both):
-//   mpirun -n 2 build/examples/benchmarks/shm_neighbor_bench [--sizes 4096,65536] [--seconds 1]
+//   mpirun -n 2 build/examples/benchmarks/shm_neighbor_bench [--op win_put] [--sizes 4096,65536] [--seconds 1]
 #include <mpi.h>
 #include <starling/starling.h>
 
@@ -75,9 +82,17 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   std::vector<size_t> sizes = {4096, 65536, 1u << 20, 16u << 20};
   double seconds = 1.0;
+  std::string op = "neighbor";
+  int require_mutex = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--sizes") == 0) sizes = ParseSizes(argv[i + 1]);
     if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--op") == 0) op = argv[i + 1];
+    if (std::strcmp(argv[i], "--require-mutex") == 0) require_mutex = std::atoi(argv[i + 1]);
+  }
+  if (op != "neighbor" && op != "win_put" && op != "win_accumulate") {
+    std::fprintf(stderr, "--op must be neighbor, win_put or win_accumulate, not %s\n", op.c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
   }
   starling_context_t ctx;
   Check(starling_context_create(nullptr, &ctx), "context_create");
@@ -93,10 +108,10 @@ int main(int argc, char** argv) {
   const char* shm = std::getenv("STARLING_SHM");
   const std::string path = shm != nullptr && std::string(shm) == "0" ? "mpi" : "shm";
   if (rank == 0) {
-    std::printf("# %d ranks, exponential-2 topology (in-degree %d), float32, STARLING_SHM=%s\n", size, nin,
-                shm ? shm : "1 (default)");
+    std::printf("# %s%s, %d ranks, exponential-2 topology (in-degree %d), float32, STARLING_SHM=%s\n", op.c_str(),
+                require_mutex ? " (require_mutex)" : "", size, nin, shm ? shm : "1 (default)");
     std::printf("%-10s %-5s %12s %12s %12s %12s %10s %10s\n", "bytes", "path", "starling_us", "raw_mpi_us",
-                "memcpy_us", "average_us", "vs_raw", "vs_avg");
+                "memcpy_us", "local_us", "vs_raw", "vs_local");
   }
   for (size_t bytes : sizes) {
     const size_t n = bytes / sizeof(float);
@@ -112,7 +127,24 @@ int main(int argc, char** argv) {
     to = tx;
     to.data = result.data();
     const float w = 1.0f / static_cast<float>(nin + 1);
-    auto starling = [&] { Check(starling_neighbor_allreduce(ctx, &tx, &to, nullptr), "neighbor_allreduce"); };
+    const bool put = op == "win_put", accumulate = op == "win_accumulate";
+    starling_window_t win = nullptr;
+    if (put || accumulate) Check(starling_window_create(ctx, &tx, "bench", 1, &win), "window_create");
+    std::vector<float> next(n, 1.0f + rank);  // raw win_put: the average it sends next
+    starling_window_args_t wargs = STARLING_WINDOW_ARGS_INIT;
+    wargs.require_mutex = require_mutex;
+    starling_window_update_args_t uargs = STARLING_WINDOW_UPDATE_ARGS_INIT;
+    uargs.require_mutex = require_mutex;
+    auto starling = [&] {
+      if (put) {
+        Check(starling_window_put(win, &tx, &wargs), "window_put");
+        Check(starling_window_update(win, &uargs), "window_update");
+      } else if (accumulate) {
+        Check(starling_window_accumulate(win, &tx, &wargs), "window_accumulate");
+      } else {
+        Check(starling_neighbor_allreduce(ctx, &tx, &to, nullptr), "neighbor_allreduce");
+      }
+    };
     auto raw = [&] {
       std::vector<MPI_Request> reqs;
       for (int s = 0; s < nin; ++s) {
@@ -121,10 +153,19 @@ int main(int argc, char** argv) {
       }
       for (int d = 0; d < nout; ++d) {
         reqs.emplace_back();
-        MPI_Isend(x.data(), static_cast<int>(n), MPI_FLOAT, out[d], 7, MPI_COMM_WORLD, &reqs.back());
+        MPI_Isend(put ? next.data() : x.data(), static_cast<int>(n), MPI_FLOAT, out[d], 7, MPI_COMM_WORLD,
+                  &reqs.back());
       }
       MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
-      float* __restrict o = result.data();
+      if (accumulate) {
+        for (int j = 0; j < nin; ++j) {
+          float* __restrict acc = result.data();
+          const float* __restrict b = recv[j].data();
+          for (size_t i = 0; i < n; ++i) acc[i] += b[i];
+        }
+        return;
+      }
+      float* __restrict o = put ? next.data() : result.data();
       const float* __restrict a = x.data();
       if (nin == 1) {  // one vectorized pass, as the local average below
         const float* __restrict b = recv[0].data();
@@ -139,16 +180,33 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < n; ++i) o[i] *= w;
     };
     auto copy = [&] { std::memcpy(result.data(), x.data(), bytes); };
-    auto average = [&] {
+    auto local = [&] {
       float* __restrict o = result.data();
       const float* __restrict a = x.data();
       const float* __restrict b = y.data();
-      for (size_t i = 0; i < n; ++i) o[i] = (a[i] + b[i]) * 0.5f;
+      if (accumulate) {  // one addition per destination
+        for (int d = 0; d < nout; ++d)
+          for (size_t i = 0; i < n; ++i) o[i] += a[i];
+        return;
+      }
+      if (!put) {
+        for (size_t i = 0; i < n; ++i) o[i] = (a[i] + b[i]) * 0.5f;
+        return;
+      }
+      // One copy per destination, then the average over the in-degree's inputs.
+      for (int d = 0; d < nout; ++d) std::memcpy(y.data(), next.data(), bytes);
+      for (size_t i = 0; i < n; ++i) o[i] = a[i];
+      for (int j = 0; j < nin; ++j) {
+        const float* __restrict r = j == 0 ? b : recv[j].data();
+        for (size_t i = 0; i < n; ++i) o[i] += r[i];
+      }
+      for (size_t i = 0; i < n; ++i) o[i] *= w;
     };
     starling();  // warm up: pages, outbox reservations
     raw();
     const int calls = bytes >= (1u << 20) ? 5 : bytes >= 65536 ? 50 : 500;
-    const std::vector<double> t = Measure({starling, raw, copy, average}, calls, seconds);
+    const std::vector<double> t = Measure({starling, raw, copy, local}, calls, seconds);
+    if (win) Check(starling_window_free(win), "window_free");
     // The slowest rank's times decide.
     std::vector<double> worst(t.size());
     MPI_Allreduce(t.data(), worst.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -9,6 +9,9 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 #include "impl/ops/reduce.h"
+#include "impl/runtime/wait_monitor.h"
+#include "impl/transport/shm/links.h"
+#include "impl/transport/shm/probe.h"
 #include "impl/windows/registry.h"
 
 namespace starling::windows {
@@ -58,6 +61,53 @@ void StartService(runtime::Context& context, Registry& registry) {
                                [ctx, &registry] { QuiesceAndStop(*ctx, registry); });
 }
 
+// The checks of a wait for a lock or mutex slot of a window (see HolderChecks).
+HolderChecks MakeHolderChecks(runtime::Context& context, const std::string& window) {
+  runtime::Context* ctx = &context;
+  return [ctx, window](const char* what, bool serve) -> HolderCheck {
+    struct Wait {
+      Wait(runtime::Context& context, std::string label)
+          : what([label = std::move(label)] { return label; }), monitor(context, what) {}
+      LazyText what;  // before monitor, which refers to it
+      runtime::WaitMonitor monitor;
+    };
+    auto wait = std::make_shared<Wait>(*ctx, Str(what, " (window '", window, "')"));
+    return [wait, ctx, serve](int holder) {
+      wait->monitor.CheckAborted();
+      if (serve) ctx->ServiceBackground();
+      wait->monitor.Check([holder] {
+        runtime::Awaited awaited;
+        if (holder >= 0) {
+          awaited.ranks.insert(holder);
+          awaited.text = Str("rank ", holder, " (holds the mutex or the lock of a window buffer)");
+        } else {
+          awaited.text = "another thread of this rank (holds the mutex)";
+        }
+        return awaited;
+      });
+    };
+  };
+}
+
+ReceivedCounter MakeReceivedCounter(runtime::Context& context) {
+  runtime::Context* ctx = &context;
+  return [ctx](int peer, uint64_t bytes) {
+    if (transport::Traffic* traffic = ctx->transport().traffic()) traffic->ReceivedShared(peer, bytes);
+  };
+}
+
+// Same-host ranks of `candidates` whose memory this rank shares (none for device
+// windows: their puts stage through host memory on the message path).
+std::vector<int> SharedPeers(runtime::Context& context, const TensorView& tensor, const std::vector<int>& candidates) {
+  std::vector<int> peers;
+  const std::shared_ptr<transport::shm::NeighborLinks>& links = context.shm_links();
+  if (!links || tensor.on_device()) return peers;
+  for (int r : candidates)
+    if (links->linked(r)) peers.push_back(r);
+  return peers;
+}
+
+std::string SlotsPurpose(uint32_t id) { return Str("win", id); }
 
 class CreateOp : public runtime::Op {
  public:
@@ -84,8 +134,17 @@ class CreateOp : public runtime::Op {
       std::shared_ptr<const runtime::TopologyState> topology = context.topology();
       const int rank = context.rank();
       const void* initial = zero_init_ ? nullptr : device_ ? initial_.data() : tensor_.data;
+      // The slots of same-host in-neighbors go into a segment they map after the
+      // agreement below (so it exists by then).
+      SharedSlotsPlan share;
+      share.origins = SharedPeers(context, tensor_, topology->graph->in_neighbors(rank));
+      if (!share.origins.empty()) share.name = context.shm_links()->SegmentNameOf(rank, SlotsPurpose(id));
       window = std::make_shared<Window>(id, name_, tensor_, rank, context.size(), topology->graph->in_neighbors(rank),
-                                        topology->graph->out_neighbors(rank), topology, initial, std::move(device_));
+                                        topology->graph->out_neighbors(rank), topology, initial, std::move(device_),
+                                        share, MakeHolderChecks(context, name_), MakeReceivedCounter(context));
+      if (!window->shared_slots_error().empty())
+        STARLING_LOG_DEBUG("window '", name_, "': its buffers for ranks ", transport::shm::FormatRanks(share.origins),
+                           " stay private (", window->shared_slots_error(), "); those ranks write through messages");
       if (registry.Add(window)) StartService(context, registry);
     }
     ops::Signature sig;
@@ -105,6 +164,19 @@ class CreateOp : public runtime::Op {
     }
     STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
     context.live_windows().fetch_add(1);
+    AttachTargets(context, *window);
+  }
+
+  // Maps the slots that same-host out-neighbors keep for this rank. A target whose
+  // segment cannot be mapped (it could not make one) is written through messages.
+  static void AttachTargets(runtime::Context& context, Window& window) {
+    std::vector<std::pair<int, std::string>> targets;
+    for (int r : SharedPeers(context, window.tensor(), window.out_neighbors()))
+      targets.emplace_back(r, context.shm_links()->SegmentNameOf(r, SlotsPurpose(window.id())));
+    if (targets.empty()) return;
+    const std::string failures = window.AttachTargets(targets);
+    if (!failures.empty())
+      STARLING_LOG_DEBUG("window '", window.name(), "': writing through messages to ", failures);
   }
 
  private:
@@ -130,6 +202,8 @@ class FreeOp : public runtime::Op {
     sig.count = window_->id();
     sig.root = NameHash(window_->name());
     ops::Agree(context, ops::WorldGroup(context), sig, Label());
+    // Every origin's writes are done: count them (traffic figures) before the slots go.
+    window_->CountReceived();
     Registry& registry = context.Extension<Registry>();
     const bool last = registry.Remove(window_->id());
     context.live_windows().fetch_sub(1);
@@ -171,11 +245,18 @@ class TransferOp : public runtime::Op {
 
  private:
   void Write(runtime::Context& context, bool with_p) {
+    const double p = with_p ? window_->p() : 0.0;
+    // Same-host targets that share this window's memory take the data straight into
+    // their slot for this rank (under the slot's mutex, in shared memory too, with
+    // require_mutex); the rest go through messages, posted first.
+    std::vector<size_t> by_message, by_memory;
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      (window_->PutsShared(ranks_[i]) ? by_memory : by_message).push_back(i);
     ops::Exchange requests(context, Channel::kWindowRequest, Label());
     ops::Exchange data(context, Channel::kWindowData, Label());
     ops::Exchange replies(context, Channel::kWindowReply, Label());
-    std::vector<WindowRequest> sent(ranks_.size());
-    std::vector<WindowReply> got(ranks_.size());
+    std::vector<WindowRequest> sent(by_message.size());
+    std::vector<WindowReply> got(by_message.size());
     // A put below 1 MiB sends a copy of the tensor, from two buffers used in turn: the
     // update that usually follows rewrites the tensor right after the peers read it, so
     // its cache lines would go back and forth between the cores every step. Measured,
@@ -183,28 +264,44 @@ class TransferOp : public runtime::Op {
     // copy costs more than it saves, and so it does for accumulate (64 KiB 8 -> 16 us),
     // whose tensor usually stays as it is.
     const void* payload = tensor_.data;
-    const bool staged =
-        kind_ == Transfer::kPut && tensor_.bytes > 0 && tensor_.bytes < kStageBelowBytes && !tensor_.on_device();
+    const bool staged = !by_message.empty() && kind_ == Transfer::kPut && tensor_.bytes > 0 &&
+                        tensor_.bytes < kStageBelowBytes && !tensor_.on_device();
     if (staged) payload = window_->StageForSend(tensor_.data, tensor_.bytes);
     try {
-      Send(context, requests, data, replies, sent, got, payload, with_p);
+      Post(context, requests, data, replies, by_message, sent, got, payload, with_p, p);
+      transport::Traffic* traffic = context.transport().traffic();
+      for (size_t i : by_memory) {
+        if (kind_ == Transfer::kPut) {
+          window_->PutShared(ranks_[i], tensor_.data, weights_[i], with_p, p * weights_[i], require_mutex_);
+        } else {
+          window_->AccumulateShared(ranks_[i], tensor_.data, weights_[i], with_p, p * weights_[i], require_mutex_);
+        }
+        if (traffic) traffic->SentShared(ranks_[i], tensor_.bytes);
+      }
+      requests.Wait();
+      data.Wait();
+      replies.Wait();
     } catch (...) {
       if (staged) window_->AbandonSendStage();
       throw;
     }
-    CheckReplies(got, ranks_);
+    std::vector<int> message_ranks;
+    for (size_t i : by_message) message_ranks.push_back(ranks_[i]);
+    CheckReplies(got, message_ranks);
     if (self_weight_ != 1.0) {
       if (tensor_.numel > 0) ops::Scale(tensor_.data, tensor_.data, self_weight_, tensor_.numel, tensor_.dtype);
       if (with_p) window_->ScaleP(self_weight_);
     }
   }
 
-  // Posts the requests, payloads and reply receives of a put or accumulate and waits.
-  void Send(runtime::Context& context, ops::Exchange& requests, ops::Exchange& data, ops::Exchange& replies,
-            std::vector<WindowRequest>& sent, std::vector<WindowReply>& got, const void* payload, bool with_p) {
-    const double p = with_p ? window_->p() : 0.0;
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      WindowRequest& r = sent[i];
+  // Posts the requests, payloads and reply receives of a put or accumulate to
+  // ranks_[i] for each i of `which`.
+  void Post(runtime::Context& context, ops::Exchange& requests, ops::Exchange& data, ops::Exchange& replies,
+            const std::vector<size_t>& which, std::vector<WindowRequest>& sent, std::vector<WindowReply>& got,
+            const void* payload, bool with_p, double p) {
+    for (size_t k = 0; k < which.size(); ++k) {
+      const size_t i = which[k];
+      WindowRequest& r = sent[k];
       r.op = kind_ == Transfer::kPut ? WindowOp::kPut : WindowOp::kAccumulate;
       r.window_id = window_->id();
       r.sender = context.rank();
@@ -215,11 +312,8 @@ class TransferOp : public runtime::Op {
       r.p = p * weights_[i];
       requests.SendRaw(ranks_[i], &r, sizeof r);
       if (tensor_.bytes > 0) data.SendRaw(ranks_[i], payload, tensor_.bytes, r.chunk);
-      replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
+      replies.RecvRaw(ranks_[i], &got[k], sizeof got[k]);
     }
-    requests.Wait();
-    data.Wait();
-    replies.Wait();
   }
 
   void Get(runtime::Context& context) {
@@ -273,6 +367,10 @@ class RemoteMutexOp : public runtime::Op {
     // One rank at a time, in ascending order, so two ranks locking overlapping sets
     // cannot deadlock.
     for (int rank : ranks_) {
+      if (window_->PutsShared(rank)) {  // the mutex is a word in the target's segment
+        window_->MutexShared(rank, acquire_);
+        continue;
+      }
       ops::Exchange requests(context, Channel::kWindowRequest, Label());
       ops::Exchange replies(context, Channel::kWindowReply, Label());
       WindowRequest request;

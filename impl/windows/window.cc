@@ -10,10 +10,39 @@
 
 namespace starling::windows {
 
+namespace {
+
+// Releases a slot's lock when it goes.
+class SlotGuard {
+ public:
+  explicit SlotGuard(const Slot& slot) : state_(slot.state) {}
+  SlotGuard(SlotGuard&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+  SlotGuard(const SlotGuard&) = delete;
+  SlotGuard& operator=(const SlotGuard&) = delete;
+  SlotGuard& operator=(SlotGuard&&) = delete;
+  ~SlotGuard() {
+    if (state_) state_->lock.Unlock();
+  }
+
+ private:
+  SlotState* state_;
+};
+
+// A lock that someone else holds is awaited in short sleeps, with the checks between.
+transport::shm::WaitPolicy LockPolicy() {
+  transport::shm::WaitPolicy policy;
+  policy.spin_seconds = 20e-6;
+  policy.slice_seconds = 0.001;
+  return policy;
+}
+
+}  // namespace
+
 Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size,
                std::vector<int> in_neighbors, std::vector<int> out_neighbors,
                std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
-               std::unique_ptr<device::HostAccess> device)
+               std::unique_ptr<device::HostAccess> device, const SharedSlotsPlan& share, HolderChecks checks,
+               ReceivedCounter received)
     : id_(id),
       name_(std::move(name)),
       tensor_(tensor),
@@ -22,58 +51,176 @@ Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank
       in_(std::move(in_neighbors)),
       out_(std::move(out_neighbors)),
       topology_(std::move(topology)),
+      checks_(std::move(checks)),
+      received_(std::move(received)),
       slot_holder_(static_cast<size_t>(size), kFree) {
-  const size_t bytes = std::max<size_t>(tensor_.bytes, 1);
-  for (size_t i = 0; i < in_.size(); ++i) {
-    buffers_.emplace_back(new char[bytes]);
-    shadow_.emplace_back(new char[bytes]);
-    if (initial == nullptr || tensor_.bytes == 0) {
-      std::memset(buffers_.back().get(), 0, bytes);
-    } else {
-      std::memcpy(buffers_.back().get(), initial, tensor_.bytes);
+  const void* fill = tensor_.bytes > 0 ? initial : nullptr;
+  if (!share.origins.empty()) {
+    try {
+      shared_ = SlotArea::Share(share.name, id_, rank_, share.origins, tensor_.bytes, fill);
+    } catch (const std::exception& e) {
+      shared_error_ = e.what();
     }
   }
-  versions_.assign(in_.size(), 0);
-  p_buffers_.assign(in_.size(), 0.0);
+  const std::vector<int>& shared = shared_.shared() ? share.origins : std::vector<int>{};
+  private_ = SlotArea::Private(in_.size() - shared.size(), tensor_.bytes, fill);
+  size_t next_shared = 0, next_private = 0;
+  for (int r : in_) {
+    const auto it = std::lower_bound(shared.begin(), shared.end(), r);
+    const bool in_shared = it != shared.end() && *it == r;
+    slots_.push_back(in_shared ? shared_.slot(next_shared++) : private_.slot(next_private++));
+    slot_shared_.push_back(in_shared ? 1 : 0);
+  }
+}
+
+std::vector<int> Window::SharedOrigins() const {
+  std::vector<int> origins;
+  for (size_t i = 0; i < in_.size(); ++i)
+    if (slot_shared_[i]) origins.push_back(in_[i]);
+  return origins;
+}
+
+void Window::LockSlot(const Slot& slot, int holder, const char* what) {
+  if (slot.state->lock.TryLock()) return;
+  HolderCheck check = checks_ ? checks_(what, false) : HolderCheck();
+  slot.state->lock.Lock(LockPolicy(), check ? std::function<void()>([&check, holder] { check(holder); })
+                                            : std::function<void()>(),
+                        what);
+}
+
+std::string Window::AttachTargets(const std::vector<std::pair<int, std::string>>& targets) {
+  std::string failures;
+  for (const auto& [rank, segment] : targets) {
+    try {
+      size_t index = 0;
+      SlotArea area = SlotArea::Attach(segment, id_, rank, rank_, tensor_.bytes, &index);
+      Slot slot = area.slot(index);
+      remote_.push_back(RemoteSlot{rank, std::move(area), slot});
+    } catch (const std::exception& e) {
+      failures += Str(failures.empty() ? "" : "; ", "rank ", rank, ": ", e.what());
+    }
+  }
+  return failures;
+}
+
+const Window::RemoteSlot* Window::Remote(int rank) const {
+  for (const RemoteSlot& r : remote_)
+    if (r.rank == rank) return &r;
+  return nullptr;
+}
+
+void Window::PutShared(int target, const void* data, double weight, bool has_p, double p, bool require_mutex) {
+  const RemoteSlot* remote = Remote(target);
+  STARLING_CHECK(remote != nullptr, Code::kInternal, "no shared slot on rank ", target);
+  const Slot& slot = remote->slot;
+  // A write under the mutex holds it only while writing, unless this rank holds it
+  // already (window_mutex_acquire, then a put under the mutex).
+  const bool take = require_mutex && slot.state->mutex.value.load(std::memory_order_acquire) != kMutexOrigin;
+  if (take) MutexShared(target, true);
+  try {
+    char* other = slot.other();  // only this rank flips it: stable until the flip below
+    if (tensor_.numel > 0) {
+      if (weight == 1.0) {
+        std::memcpy(other, data, tensor_.bytes);
+      } else {
+        ops::Scale(other, data, weight, tensor_.numel, tensor_.dtype);
+      }
+    }
+    LockSlot(slot, target, "window_put's lock on a peer's buffer");
+    slot.state->current.store(slot.state->current.load(std::memory_order_relaxed) ^ 1u, std::memory_order_release);
+    ++slot.state->version;
+    if (has_p) slot.state->p = p;
+    slot.state->bytes_in += tensor_.bytes;
+    slot.state->lock.Unlock();
+  } catch (...) {
+    if (take) MutexShared(target, false);
+    throw;
+  }
+  if (take) MutexShared(target, false);
+}
+
+void Window::AccumulateShared(int target, const void* data, double weight, bool has_p, double p,
+                              bool require_mutex) {
+  const RemoteSlot* remote = Remote(target);
+  STARLING_CHECK(remote != nullptr, Code::kInternal, "no shared slot on rank ", target);
+  const Slot& slot = remote->slot;
+  const bool take = require_mutex && slot.state->mutex.value.load(std::memory_order_acquire) != kMutexOrigin;
+  if (take) MutexShared(target, true);
+  try {
+    LockSlot(slot, target, "window_accumulate's lock on a peer's buffer");
+    SlotGuard guard(slot);
+    if (tensor_.numel > 0) ops::Axpy(slot.value(), data, weight, tensor_.numel, tensor_.dtype);
+    if (has_p) slot.state->p += p;
+    slot.state->bytes_in += tensor_.bytes;
+  } catch (...) {
+    if (take) MutexShared(target, false);
+    throw;
+  }
+  if (take) MutexShared(target, false);
+}
+
+void Window::AwaitMutex(const Slot& slot, uint32_t seen, double seconds) {
+  transport::shm::SharedCounter& mutex = slot.state->mutex;
+  // Announce the sleep, then look again (see futex.h: either the releaser sees the
+  // sleeper, or this sees the release).
+  mutex.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (mutex.value.load(std::memory_order_seq_cst) == seen) transport::shm::FutexWait(mutex.value, seen, seconds);
+  mutex.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Window::MutexShared(int target, bool acquire) {
+  const RemoteSlot* remote = Remote(target);
+  STARLING_CHECK(remote != nullptr, Code::kInternal, "no shared slot on rank ", target);
+  transport::shm::SharedCounter& mutex = remote->slot.state->mutex;
+  if (!acquire) {
+    uint32_t held = kMutexOrigin;
+    STARLING_CHECK(mutex.value.compare_exchange_strong(held, kMutexFree, std::memory_order_seq_cst), Code::kInvalidUsage,
+                   "rank ", rank_, " released the mutex of window '", name_, "' on rank ", target,
+                   " without holding it");
+    if (mutex.sleepers.load(std::memory_order_seq_cst) != 0) transport::shm::FutexWakeAll(mutex.value);
+    return;
+  }
+  HolderCheck check;
+  for (int spins = 0;; ++spins) {
+    uint32_t seen = kMutexFree;
+    if (mutex.value.compare_exchange_strong(seen, kMutexOrigin, std::memory_order_seq_cst)) return;
+    if (seen > kMutexOrigin)
+      Fail(Code::kTransport, "the mutex of window '", name_, "' on rank ", target, " is corrupted (", seen, ")");
+    if (spins < 64) continue;
+    if (!check && checks_) check = checks_("window_mutex_acquire", true);
+    if (check) check(target);
+    AwaitMutex(remote->slot, seen, 0.001);
+  }
 }
 
 void Window::Reshape(int rank, int size, std::vector<int> in_neighbors, std::vector<int> out_neighbors,
                      std::shared_ptr<const runtime::TopologyState> topology, const std::vector<int>& old_to_new) {
+  // Nothing else runs on the context: no lock is taken by a survivor, and a dead
+  // rank's slot, whatever state it left, is dropped. Every slot becomes private (the
+  // shared segments are of the old numbering) and this rank writes through messages.
   std::lock_guard<std::mutex> lock(mutex_);
   std::lock_guard<std::mutex> slots(slot_mutex_);
-  const size_t bytes = std::max<size_t>(tensor_.bytes, 1);
-  std::vector<std::unique_ptr<char[]>> buffers, shadow;
-  std::vector<int64_t> versions;
-  std::vector<double> p_buffers;
-  for (int r : in_neighbors) {
-    int kept = -1;  // the old slot of new rank r, if r was an in-neighbor before
+  const void* fill = device_ || tensor_.bytes == 0 ? nullptr : tensor_.data;
+  SlotArea area = SlotArea::Private(in_neighbors.size(), tensor_.bytes, fill);
+  std::vector<Slot> fresh;
+  for (size_t i = 0; i < in_neighbors.size(); ++i) {
+    const int r = in_neighbors[i];
+    Slot slot = area.slot(i);
     for (size_t s = 0; s < in_.size(); ++s) {
       const int old = in_[s];
-      if (old >= 0 && static_cast<size_t>(old) < old_to_new.size() && old_to_new[static_cast<size_t>(old)] == r)
-        kept = static_cast<int>(s);
+      if (old >= 0 && static_cast<size_t>(old) < old_to_new.size() && old_to_new[static_cast<size_t>(old)] == r) {
+        if (tensor_.bytes > 0) std::memcpy(slot.value(), slots_[s].value(), tensor_.bytes);
+        slot.state->version = slots_[s].state->version;
+        slot.state->p = slots_[s].state->p;
+      }
     }
-    if (kept >= 0) {
-      const auto k = static_cast<size_t>(kept);
-      buffers.push_back(std::move(buffers_[k]));
-      shadow.push_back(std::move(shadow_[k]));
-      versions.push_back(versions_[k]);
-      p_buffers.push_back(p_buffers_[k]);
-      continue;
-    }
-    buffers.emplace_back(new char[bytes]);
-    shadow.emplace_back(new char[bytes]);
-    if (device_ || tensor_.bytes == 0) {
-      std::memset(buffers.back().get(), 0, bytes);
-    } else {
-      std::memcpy(buffers.back().get(), tensor_.data, tensor_.bytes);
-    }
-    versions.push_back(0);
-    p_buffers.push_back(0.0);
+    fresh.push_back(slot);
   }
-  buffers_ = std::move(buffers);
-  shadow_ = std::move(shadow);
-  versions_ = std::move(versions);
-  p_buffers_ = std::move(p_buffers);
+  slots_ = std::move(fresh);
+  slot_shared_.assign(slots_.size(), 0);
+  private_ = std::move(area);
+  shared_ = SlotArea();
+  remote_.clear();
   rank_ = rank;
   in_ = std::move(in_neighbors);
   out_ = std::move(out_neighbors);
@@ -88,27 +235,29 @@ int Window::SlotOf(int rank) const {
 }
 
 void Window::CommitShadow(int slot, double weight, bool count_version, bool has_p, double p) {
-  const auto s = static_cast<size_t>(slot);
-  if (weight != 1.0 && tensor_.numel > 0)
-    ops::Scale(shadow_[s].get(), shadow_[s].get(), weight, tensor_.numel, tensor_.dtype);
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::swap(buffers_[s], shadow_[s]);
-  if (count_version) ++versions_[s];
-  if (has_p) p_buffers_[s] = p;
+  const Slot& s = slots_[static_cast<size_t>(slot)];
+  if (weight != 1.0 && tensor_.numel > 0) ops::Scale(s.other(), s.other(), weight, tensor_.numel, tensor_.dtype);
+  LockSlot(s, in_[static_cast<size_t>(slot)], "a window buffer's lock");
+  s.state->current.store(s.state->current.load(std::memory_order_relaxed) ^ 1u, std::memory_order_release);
+  if (count_version) ++s.state->version;
+  if (has_p) s.state->p = p;
+  s.state->lock.Unlock();
 }
 
 void Window::CommitCopy(int slot, const void* data, double weight) {
-  const auto s = static_cast<size_t>(slot);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (tensor_.numel > 0) ops::Scale(buffers_[s].get(), data, weight, tensor_.numel, tensor_.dtype);
-  ++versions_[s];
+  const Slot& s = slots_[static_cast<size_t>(slot)];
+  LockSlot(s, in_[static_cast<size_t>(slot)], "a window buffer's lock");
+  SlotGuard guard(s);
+  if (tensor_.numel > 0) ops::Scale(s.value(), data, weight, tensor_.numel, tensor_.dtype);
+  ++s.state->version;
 }
 
 void Window::Accumulate(int slot, const void* data, double weight, bool has_p, double p) {
-  const auto s = static_cast<size_t>(slot);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (tensor_.numel > 0) ops::Axpy(buffers_[s].get(), data, weight, tensor_.numel, tensor_.dtype);
-  if (has_p) p_buffers_[s] += p;
+  const Slot& s = slots_[static_cast<size_t>(slot)];
+  LockSlot(s, in_[static_cast<size_t>(slot)], "a window buffer's lock");
+  SlotGuard guard(s);
+  if (tensor_.numel > 0) ops::Axpy(s.value(), data, weight, tensor_.numel, tensor_.dtype);
+  if (has_p) s.state->p += p;
 }
 
 const void* Window::StageForSend(const void* data, size_t bytes) {
@@ -167,10 +316,18 @@ void Window::Update(const UpdateWeights& args, bool with_p, const std::function<
   std::vector<int> used_ranks;
   for (int slot : slots) used_ranks.push_back(in_[static_cast<size_t>(slot)]);
   if (args.require_mutex) LockOwnSlots(used_ranks, wait_check);
-  {
+  try {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Every slot's lock, in slot order (nobody holds one while waiting for another):
+    // the versions of all of them are reset.
+    std::vector<SlotGuard> guards;
+    guards.reserve(slots_.size());
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      LockSlot(slots_[s], in_[s], "a window buffer's lock");
+      guards.emplace_back(slots_[s]);
+    }
     std::vector<const void*> inputs;
-    for (int slot : slots) inputs.push_back(buffers_[static_cast<size_t>(slot)].get());
+    for (int slot : slots) inputs.push_back(slots_[static_cast<size_t>(slot)].value());
     const int k = static_cast<int>(inputs.size());
     if (tensor_.numel > 0) {
       // A device tensor is combined in a pinned host copy (after the caller's stream).
@@ -191,23 +348,51 @@ void Window::Update(const UpdateWeights& args, bool with_p, const std::function<
     if (with_p) {
       double p = uniform ? p_ : self_weight * p_;
       for (size_t i = 0; i < slots.size(); ++i)
-        p += (uniform ? 1.0 : weights[i]) * p_buffers_[static_cast<size_t>(slots[i])];
+        p += (uniform ? 1.0 : weights[i]) * slots_[static_cast<size_t>(slots[i])].state->p;
       p_ = uniform ? p / (k + 1) : p;
     }
-    std::fill(versions_.begin(), versions_.end(), 0);
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      slots_[s].state->version = 0;
+      Count(s);
+    }
     if (args.reset) {
       for (int slot : slots) {
-        std::memset(buffers_[static_cast<size_t>(slot)].get(), 0, std::max<size_t>(tensor_.bytes, 1));
-        p_buffers_[static_cast<size_t>(slot)] = 0.0;
+        const Slot& s = slots_[static_cast<size_t>(slot)];
+        std::memset(s.value(), 0, std::max<size_t>(tensor_.bytes, 1));
+        s.state->p = 0.0;
       }
     }
+  } catch (...) {
+    if (args.require_mutex) UnlockOwnSlots(used_ranks);
+    throw;
   }
   if (args.require_mutex) UnlockOwnSlots(used_ranks);
 }
 
 std::vector<int64_t> Window::Versions() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return versions_;
+  std::vector<int64_t> versions;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    LockSlot(slots_[s], in_[s], "a window buffer's lock");
+    SlotGuard guard(slots_[s]);
+    versions.push_back(slots_[s].state->version);
+    Count(s);
+  }
+  return versions;
+}
+
+void Window::Count(size_t s) {
+  const uint64_t bytes = slots_[s].state->bytes_in;
+  if (bytes == 0) return;
+  slots_[s].state->bytes_in = 0;
+  if (received_) received_(in_[s], bytes);
+}
+
+void Window::CountReceived() {
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    LockSlot(slots_[s], in_[s], "a window buffer's lock");
+    SlotGuard guard(slots_[s]);
+    Count(s);
+  }
 }
 
 double Window::p() {
@@ -225,7 +410,19 @@ void Window::ScaleP(double factor) {
   p_ *= factor;
 }
 
+const Slot* Window::SharedSlotOf(int rank) const {
+  if (!shared_.shared()) return nullptr;
+  const int slot = SlotOf(rank);
+  if (slot < 0 || !slot_shared_[static_cast<size_t>(slot)]) return nullptr;
+  return &slots_[static_cast<size_t>(slot)];
+}
+
 bool Window::TryLockSlot(int rank, int holder) {
+  if (const Slot* shared = SharedSlotOf(rank)) {
+    uint32_t expected = kMutexFree;
+    return shared->state->mutex.value.compare_exchange_strong(expected, holder == kSelf ? kMutexOwner : kMutexOrigin,
+                                                              std::memory_order_seq_cst);
+  }
   std::lock_guard<std::mutex> lock(slot_mutex_);
   int& slot = slot_holder_[static_cast<size_t>(rank)];
   if (slot != kFree) return false;
@@ -234,6 +431,13 @@ bool Window::TryLockSlot(int rank, int holder) {
 }
 
 bool Window::UnlockSlot(int rank, int holder) {
+  if (const Slot* shared = SharedSlotOf(rank)) {
+    transport::shm::SharedCounter& mutex = shared->state->mutex;
+    uint32_t expected = holder == kSelf ? kMutexOwner : kMutexOrigin;
+    if (!mutex.value.compare_exchange_strong(expected, kMutexFree, std::memory_order_seq_cst)) return false;
+    if (mutex.sleepers.load(std::memory_order_seq_cst) != 0) transport::shm::FutexWakeAll(mutex.value);
+    return true;
+  }
   {
     std::lock_guard<std::mutex> lock(slot_mutex_);
     int& slot = slot_holder_[static_cast<size_t>(rank)];
@@ -245,6 +449,10 @@ bool Window::UnlockSlot(int rank, int holder) {
 }
 
 int Window::SlotHolder(int rank) {
+  if (const Slot* shared = SharedSlotOf(rank)) {
+    const uint32_t v = shared->state->mutex.value.load(std::memory_order_acquire);
+    return v == kMutexFree ? kFree : v == kMutexOwner ? kSelf : rank;
+  }
   std::lock_guard<std::mutex> lock(slot_mutex_);
   return slot_holder_[static_cast<size_t>(rank)];
 }
@@ -252,39 +460,33 @@ int Window::SlotHolder(int rank) {
 void Window::LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check) {
   std::vector<int> sorted = ranks;  // a fixed order avoids lock-order deadlocks
   std::sort(sorted.begin(), sorted.end());
-  std::unique_lock<std::mutex> lock(slot_mutex_);
   std::vector<int> taken;
-  for (int r : sorted) {
-    int& slot = slot_holder_[static_cast<size_t>(r)];
-    while (slot != kFree) {
-      if (slot_cv_.wait_for(lock, std::chrono::milliseconds(10), [&slot] { return slot == kFree; })) break;
-      const int holder = slot;
-      lock.unlock();
-      try {
-        wait_check(holder);
-      } catch (...) {
-        lock.lock();
-        for (int t : taken) slot_holder_[static_cast<size_t>(t)] = kFree;
-        lock.unlock();
-        slot_cv_.notify_all();
-        throw;
+  try {
+    for (int r : sorted) {
+      while (!TryLockSlot(r, kSelf)) {
+        // Wait up to 10 ms for a release, then let the checks look at the holder.
+        if (const Slot* shared = SharedSlotOf(r)) {
+          const uint32_t seen = shared->state->mutex.value.load(std::memory_order_acquire);
+          if (seen != kMutexFree) AwaitMutex(*shared, seen, 0.01);
+        } else {
+          std::unique_lock<std::mutex> lock(slot_mutex_);
+          int& slot = slot_holder_[static_cast<size_t>(r)];
+          slot_cv_.wait_for(lock, std::chrono::milliseconds(10), [&slot] { return slot == kFree; });
+        }
+        if (TryLockSlot(r, kSelf)) break;
+        const int holder = SlotHolder(r);
+        if (holder != kFree && wait_check) wait_check(holder);
       }
-      lock.lock();
+      taken.push_back(r);
     }
-    slot = kSelf;
-    taken.push_back(r);
+  } catch (...) {
+    UnlockOwnSlots(taken);
+    throw;
   }
 }
 
 void Window::UnlockOwnSlots(const std::vector<int>& ranks) {
-  {
-    std::lock_guard<std::mutex> lock(slot_mutex_);
-    for (int r : ranks) {
-      int& slot = slot_holder_[static_cast<size_t>(r)];
-      if (slot == kSelf) slot = kFree;
-    }
-  }
-  slot_cv_.notify_all();
+  for (int r : ranks) UnlockSlot(r, kSelf);
 }
 
 }  // namespace starling::windows

@@ -1,8 +1,12 @@
-// One window on one rank: the user's tensor (borrowed), one buffer per in-neighbor,
-// version counters, associated p values and the mutex slots. Buffers are double
-// buffered: incoming data lands in a slot's shadow buffer outside any lock, then
-// shadow and buffer are swapped under the window lock, so readers never see a
+// One window on one rank: the user's tensor (borrowed), one slot per in-neighbor (two
+// buffers, a version counter and the associated p; slots.h says who may touch what,
+// when) and the mutex slots. A put lands in the slot's other buffer outside any lock,
+// which then becomes the slot's value under the slot's lock, so readers never see a
 // half-written buffer and a put costs no extra copy.
+//
+// The slots of in-neighbors that share memory with this rank live in a segment those
+// ranks map: they put and accumulate into them themselves (PutShared, AccumulateShared
+// on their side), and this rank's window service never hears of it.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +20,7 @@
 #include "impl/common/tensor.h"
 #include "impl/device/host_access.h"
 #include "impl/runtime/context.h"
+#include "impl/windows/slots.h"
 
 namespace starling::windows {
 
@@ -28,15 +33,34 @@ struct UpdateWeights {
   bool require_mutex = false;
 };
 
+// The checks of a wait for a lock or a mutex slot held by `holder` (a rank, or kSelf:
+// another thread of this rank): may end the wait by throwing (abort, a gone holder,
+// STARLING_TIMEOUT_SECONDS). Made per wait, from the name of what waits; `serve`: the
+// wait may last (a peer's mutex) and holds no lock, so it also serves this rank's
+// window requests meanwhile, as waits for messages do.
+using HolderCheck = std::function<void(int holder)>;
+using HolderChecks = std::function<HolderCheck(const char* what, bool serve)>;
+// Counts bytes that `peer` wrote into this rank's shared slots (traffic figures).
+using ReceivedCounter = std::function<void(int peer, uint64_t bytes)>;
+
+// In-neighbors whose slots go into a shared segment, and its name.
+struct SharedSlotsPlan {
+  std::vector<int> origins;  // ascending, each an in-neighbor
+  std::string name;
+};
+
 // A window over device memory keeps its neighbor buffers in host memory and reaches
 // the tensor through `device` (copies on a stream of its own).
 class Window {
  public:
   // initial: the tensor's contents for the neighbor buffers (host memory), or NULL for
-  // zeros. device: set when the tensor is CUDA memory.
+  // zeros. device: set when the tensor is CUDA memory. share: the slots to put in
+  // shared memory (none if empty; if the segment cannot be made, they stay private and
+  // `shared_slots_error()` says why). checks: see HolderChecks (empty: waits unchecked).
   Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size, std::vector<int> in_neighbors,
          std::vector<int> out_neighbors, std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
-         std::unique_ptr<device::HostAccess> device);
+         std::unique_ptr<device::HostAccess> device, const SharedSlotsPlan& share = {}, HolderChecks checks = {},
+         ReceivedCounter received = {});
 
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -46,8 +70,29 @@ class Window {
   // Index of `rank` among the in-neighbors, or -1.
   int SlotOf(int rank) const;
 
+  // Why the planned shared slots are private ("" if they are shared or none planned).
+  const std::string& shared_slots_error() const { return shared_error_; }
+  // In-neighbors whose slots are shared.
+  std::vector<int> SharedOrigins() const;
+
+  // --- the shared slots of same-host targets (origin side, executor) ---
+  // Maps each target's segment (after the creation's agreement, so it exists); a target
+  // whose segment cannot be mapped is reached through messages. Returns the failures.
+  std::string AttachTargets(const std::vector<std::pair<int, std::string>>& targets);
+  bool PutsShared(int target) const { return Remote(target) != nullptr; }
+  // target's slot for this rank = weight * data (a put), p set, its version counted.
+  // require_mutex: under the slot's mutex (taken and released here unless this rank
+  // already holds it).
+  void PutShared(int target, const void* data, double weight, bool has_p, double p, bool require_mutex);
+  // target's slot for this rank += weight * data; p added.
+  void AccumulateShared(int target, const void* data, double weight, bool has_p, double p, bool require_mutex);
+  // Takes (waiting while the target holds it) or releases the mutex of target's slot
+  // for this rank (window_mutex_acquire / _release).
+  void MutexShared(int target, bool acquire);
+
   // --- incoming data (executor) ---
-  char* Shadow(int slot) { return shadow_[static_cast<size_t>(slot)].get(); }
+  // Where the next put from the slot's origin lands (not the slot's value: see slots.h).
+  char* Shadow(int slot) { return slots_[static_cast<size_t>(slot)].other(); }
   // Makes the shadow the slot's buffer (scaling it first), counts a version and sets p.
   void CommitShadow(int slot, double weight, bool count_version, bool has_p, double p);
   // buffer[slot] = weight * data (a get's result), counting a version.
@@ -71,6 +116,9 @@ class Window {
   // `wait_check`: see LockOwnSlots (needed only with require_mutex).
   void Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check);
   std::vector<int64_t> Versions();
+  // Counts what origins wrote into the shared slots since the last count (window_free
+  // does, so every byte is counted by the time the window is gone).
+  void CountReceived();
   double p();
   void set_p(double p);
   void ScaleP(double factor);
@@ -108,12 +156,33 @@ class Window {
   std::vector<int> out_;
   std::shared_ptr<const runtime::TopologyState> topology_;
 
-  std::mutex mutex_;  // buffers, versions, p
-  std::vector<std::unique_ptr<char[]>> buffers_;
-  std::vector<std::unique_ptr<char[]>> shadow_;
-  std::vector<int64_t> versions_;
-  std::vector<double> p_buffers_;
+  // The tensor (against remote gets) and p_; taken before any slot lock.
+  std::mutex mutex_;
   double p_ = 1.0;
+  // slots_[i]: in-neighbor in_[i]'s slot, in shared_ or private_.
+  SlotArea shared_;
+  SlotArea private_;
+  std::vector<Slot> slots_;
+  std::vector<char> slot_shared_;  // by slot: in shared_ (its mutex too)
+  std::string shared_error_;
+  HolderChecks checks_;
+  ReceivedCounter received_;
+  // Under slot `s`'s lock: passes on its bytes_in.
+  void Count(size_t s);
+  // Same-host targets whose slot for this rank is mapped here.
+  struct RemoteSlot {
+    int rank;
+    SlotArea area;
+    Slot slot;
+  };
+  std::vector<RemoteSlot> remote_;
+  const RemoteSlot* Remote(int rank) const;
+  // The shared slot of in-neighbor `rank`, whose mutex lives in shared memory, or null.
+  const Slot* SharedSlotOf(int rank) const;
+  // Waits up to `seconds` for the mutex of `slot` to change from `seen`.
+  static void AwaitMutex(const Slot& slot, uint32_t seen, double seconds);
+  // Takes slot `slot`'s lock (`holder`: who else may hold it, for the checks).
+  void LockSlot(const Slot& slot, int holder, const char* what);
 
   std::unique_ptr<char[]> send_stage_[2];
   size_t send_stage_bytes_ = 0;

@@ -2,8 +2,11 @@
 // laid out by the same structs the harnesses read. Usage: starling_fuzz_seeds <dir>
 // (writes <dir>/<target>/<seed>). The committed corpus (tests/fuzz/corpus) came from it.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 
 #include "capi_recipe.h"
 #include "impl/transport/shm/mailbox.h"
+#include "impl/windows/slots.h"
 #include "impl/windows/protocol.h"
 #include "wire_recipe.h"
 
@@ -255,6 +259,36 @@ void MailboxSeeds() {
   }
 }
 
+// ---- window_slots: window id, origin, tensor bytes (2 bytes), then the payload of a
+// real shared slot area (made in a temporary directory standing in for /dev/shm).
+void WindowSlotsSeeds() {
+  using starling::windows::SlotArea;
+  char dir[] = "/tmp/starling-seeds-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return;
+  starling::transport::shm::SegmentOptions options;
+  options.directory = dir;
+  int n = 0;
+  for (size_t tensor_bytes : {size_t{0}, size_t{24}, size_t{300}}) {
+    for (const std::vector<int>& origins : {std::vector<int>{1}, std::vector<int>{1, 3, 7}}) {
+      std::vector<float> initial(tensor_bytes / 4 + 1, 1.5f);
+      SlotArea area = SlotArea::Share("/seed-" + std::to_string(n), 5, 0, origins, tensor_bytes, initial.data(), options);
+      const starling::windows::Slot slot = area.slot(0);
+      const char* base = reinterpret_cast<const char*>(slot.state);
+      // The payload starts a fixed distance before slot 0: the header line and directory.
+      const size_t directory = (origins.size() * 4 + 127) / 128 * 128;
+      const char* payload = base - 128 - directory;
+      const size_t buffer = (std::max<size_t>(tensor_bytes, 1) + 127) / 128 * 128;
+      const size_t bytes = 128 + directory + area.slots() * (sizeof(starling::windows::SlotState) + 2 * buffer);
+      std::vector<char> seed = {5, static_cast<char>(origins.back()), static_cast<char>(tensor_bytes & 0xff),
+                                static_cast<char>(tensor_bytes >> 8)};
+      seed.insert(seed.end(), payload, payload + bytes);
+      Write("window_slots", "slots" + std::to_string(origins.size()) + "_bytes" + std::to_string(tensor_bytes), seed);
+      ++n;
+    }
+  }
+  rmdir(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,5 +302,6 @@ int main(int argc, char** argv) {
   CapiSeeds();
   MailboxSeeds();
   WindowSeeds();
+  WindowSlotsSeeds();
   return 0;
 }

@@ -84,17 +84,31 @@ TEST_F(PeerStats, BytesFollowTheTopologyAndMatchTheReceiversCount) {
     }
   }
 
-  // A window put travels too (request, data and the target's reply).
+  // A window put travels too: through messages (request, data and the target's reply),
+  // or, between ranks sharing memory (one host, STARLING_SHM on), written by this rank
+  // into the target's slot, and counted by the target once it looks at its window
+  // (here: window_free).
   Buffer w(Kind::kF64, {3000});
   for (size_t i = 0; i < w.numel(); ++i) w.set(i, rank);
   starling_window_t win;
   ASSERT_OK(starling_window_create(ctx, &w.t, "peer_stats", 1, &win));
+  starling_stats_t global_before_put = STARLING_STATS_INIT, global_after_put = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &global_before_put));
   const Row before_put = Snapshot(ctx, size);
   ASSERT_OK(starling_window_put(win, &w.t, nullptr));
   const Row after_put = Snapshot(ctx, size);
+  ASSERT_OK(starling_get_stats(ctx, &global_after_put));
+  const uint64_t shm_put = global_after_put.shm_bytes_sent - global_before_put.shm_bytes_sent;
   if (size > 1) {
     EXPECT_GE(after_put.bytes_sent[next] - before_put.bytes_sent[next], 3000u * 8);
-    EXPECT_GE(after_put.bytes_received[next] - before_put.bytes_received[next], 1u) << "no reply counted";
+    const char* shm = std::getenv("STARLING_SHM");
+    if (shm != nullptr && std::string(shm) == "0") {
+      EXPECT_GE(after_put.bytes_received[next] - before_put.bytes_received[next], 1u) << "no reply counted";
+      EXPECT_EQ(shm_put, 0u);
+    } else {
+      EXPECT_EQ(shm_put, 3000u * 8) << "not shared";
+      EXPECT_EQ(after_put.messages_sent[next], before_put.messages_sent[next]) << "a message for a shared put";
+    }
   }
   ASSERT_OK(starling_window_free(win));
 

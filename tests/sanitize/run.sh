@@ -56,7 +56,11 @@ for stage in "${stages[@]}"; do
       # process's writes are ordered by the allgathers, which TSan cannot see and need not:
       # no two threads of one process share them). mpi.shm_neighbor.np2: neighbor data through
       # the outboxes, where a publication's release may run on either thread of a process
-      # (about 17 s under TSan).
+      # (about 17 s under TSan). mpi.windows and mpi.window_stress: same-host windows keep
+      # their buffers in shared slots, whose locks and mutex words the caller's thread,
+      # the executor and the window service of one process all take (another process's
+      # writes into them are ordered by the same locks, which TSan cannot see across
+      # processes and need not: it checks each process's own threads).
       configure build-tsan thread -DSTARLING_BUILD_PYTHON=OFF
       cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
         mpi_window_stress_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test "${gpu_programs[@]}"

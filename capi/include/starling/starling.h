@@ -482,7 +482,9 @@ typedef struct starling_stats {
    * application up. Threads waiting at once each count. */
   uint64_t blocked_ns;
   /* Of bytes_sent and bytes_received, those that went through shared memory (neighbor
-   * data between ranks of one host) instead of MPI. */
+   * data, and window puts and accumulates, between ranks of one host) instead of MPI.
+   * A window's target counts what its origins wrote there when it next updates, reads
+   * the versions of, or frees the window. */
   uint64_t shm_bytes_sent;
   uint64_t shm_bytes_received;
 } starling_stats_t;

@@ -80,12 +80,20 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
       peer.box = Outbox{};
       continue;
     }
+    peer.nonce = created[p].nonce;
     peer.my_index = ReaderIndex(group, p, in.rank);
     peer.their_index = ReaderIndex(group, in.rank, p);
     any = true;
   }
   if (!any) return nullptr;
+  links->job_ = in.job;
+  links->rank_ = in.rank;
+  links->nonce_ = mine.nonce;
   return links;
+}
+
+std::string NeighborLinks::SegmentNameOf(int rank, const std::string& purpose) const {
+  return SegmentName(job_, purpose, rank, rank == rank_ ? nonce_ : peers_[rank].nonce);
 }
 
 std::string NeighborLinks::Describe() const {

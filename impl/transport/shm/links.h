@@ -42,6 +42,10 @@ class NeighborLinks {
   // `peer`'s outbox, and this rank's reader index in it.
   const Outbox& outbox_of(int peer) const { return peers_[peer].box; }
   uint32_t my_index_in(int peer) const { return peers_[peer].my_index; }
+  // Names of other segments between linked peers of this context (window slots):
+  // `rank`'s segment for `purpose`, unique to this context (it carries the nonce of the
+  // rank's outbox, which no other context of that process shares).
+  std::string SegmentNameOf(int rank, const std::string& purpose) const;
   // "ranks 1, 3" (linked peers), for logs.
   std::string Describe() const;
 
@@ -51,8 +55,12 @@ class NeighborLinks {
     Outbox box;
     uint32_t my_index = 0;     // this rank's reader index in box
     uint32_t their_index = 0;  // the peer's reader index in own_
+    uint32_t nonce = 0;        // of the peer's outbox's name
   };
   Outbox own_;
+  uint64_t job_ = 0;
+  int rank_ = 0;
+  uint32_t nonce_ = 0;  // of this rank's outbox's name
   std::vector<Peer> peers_;  // by rank
 };
 
