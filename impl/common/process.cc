@@ -1,7 +1,9 @@
 #include "impl/common/process.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -131,6 +133,44 @@ const char* StateName(ProcessState state) {
     case ProcessState::kUnknown: break;
   }
   return "unknown";
+}
+
+ProcessWatch::ProcessWatch(const ProcessIdentity& peer) : pid_(peer.pid) {
+  if (peer.pid <= 0) return;
+#ifdef SYS_pidfd_open
+  fd_ = static_cast<int>(syscall(SYS_pidfd_open, peer.pid, 0));
+  if (fd_ < 0 && errno == ESRCH) gone_ = true;
+#endif
+  // The pid may already name another process (the peer died and its pid was reused).
+  if (!gone_ && Probe(peer) == ProcessState::kGone) gone_ = true;
+}
+
+ProcessWatch::~ProcessWatch() {
+  if (fd_ >= 0) close(fd_);
+}
+
+ProcessWatch::ProcessWatch(ProcessWatch&& other) noexcept : fd_(other.fd_), pid_(other.pid_), gone_(other.gone_) {
+  other.fd_ = -1;
+}
+
+ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    pid_ = other.pid_;
+    gone_ = other.gone_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+bool ProcessWatch::Exited() const {
+  if (gone_) return true;
+  if (fd_ >= 0) {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;  // a pidfd turns readable when its process exits
+  }
+  return pid_ > 0 && kill(pid_, 0) == -1 && errno == ESRCH;
 }
 
 }  // namespace starling

@@ -36,4 +36,28 @@ std::string DescribeProcess(const ProcessIdentity& process);
 // "running", "stopped", "gone", "unknown".
 const char* StateName(ProcessState state);
 
+// Watches one process of this host for its exit at the cost of one poll() on a pidfd
+// (a fraction of a microsecond), for operations that would otherwise never notice a
+// dead peer: a write into its shared memory succeeds whether it lives or not. Where
+// pidfds are unavailable (Linux before 5.3), falls back to kill(pid, 0), which sees an
+// exit only once the process has been reaped.
+class ProcessWatch {
+ public:
+  ProcessWatch() = default;
+  explicit ProcessWatch(const ProcessIdentity& peer);
+  ~ProcessWatch();
+  ProcessWatch(ProcessWatch&& other) noexcept;
+  ProcessWatch& operator=(ProcessWatch&& other) noexcept;
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+
+  // True once the process has exited (or was already gone when the watch began).
+  bool Exited() const;
+
+ private:
+  int fd_ = -1;
+  int32_t pid_ = 0;
+  bool gone_ = false;
+};
+
 }  // namespace starling

@@ -109,6 +109,26 @@ std::vector<int> SharedPeers(runtime::Context& context, const TensorView& tensor
 
 std::string SlotsPurpose(uint32_t id) { return Str("win", id); }
 
+// A write into a same-host target's memory succeeds whether the target lives or not:
+// after writing, each such target's process is looked at (a poll on a pidfd), so a dead
+// target is PEER_FAILED at once, as it is through messages.
+void FailIfTargetsExited(runtime::Context& context, const Window& window, const std::vector<int>& ranks) {
+  std::vector<int> gone;
+  for (int r : ranks)
+    if (window.TargetExited(r)) gone.push_back(r);
+  if (gone.empty()) return;
+  const std::string message =
+      Str(context.DescribeGone(gone), " gone (killed, crashed or exited without destroying its context)");
+  // The survivors hear of it through the notice, not a revocation: revoking now, right
+  // at the death, makes Open MPI 5's TCP transport close the dead rank's endpoint while
+  // this process's progress thread serves windows inside MPI too, and those two
+  // deadlock inside Open MPI (seen 1 run in 10 of fault.pushsum.np3). The repair
+  // revokes with the window service stopped.
+  context.NotifyPeerFailure(message, gone);
+  context.MarkBroken(message, Code::kPeerFailed, /*revoke=*/false);
+  throw Error(Code::kPeerFailed, message);
+}
+
 class CreateOp : public runtime::Op {
  public:
   CreateOp(const TensorView& tensor, std::string name, bool zero_init, std::unique_ptr<device::HostAccess> device,
@@ -170,9 +190,13 @@ class CreateOp : public runtime::Op {
   // Maps the slots that same-host out-neighbors keep for this rank. A target whose
   // segment cannot be mapped (it could not make one) is written through messages.
   static void AttachTargets(runtime::Context& context, Window& window) {
-    std::vector<std::pair<int, std::string>> targets;
-    for (int r : SharedPeers(context, window.tensor(), window.out_neighbors()))
-      targets.emplace_back(r, context.shm_links()->SegmentNameOf(r, SlotsPurpose(window.id())));
+    std::vector<Window::Target> targets;
+    const auto& processes = context.layout().processes;
+    for (int r : SharedPeers(context, window.tensor(), window.out_neighbors())) {
+      if (static_cast<size_t>(r) >= processes.size()) continue;  // no identity: stay on messages
+      targets.push_back({r, context.shm_links()->SegmentNameOf(r, SlotsPurpose(window.id())),
+                         processes[static_cast<size_t>(r)]});
+    }
     if (targets.empty()) return;
     const std::string failures = window.AttachTargets(targets);
     if (!failures.empty())
@@ -278,6 +302,11 @@ class TransferOp : public runtime::Op {
         }
         if (traffic) traffic->SentShared(ranks_[i], tensor_.bytes);
       }
+      if (!by_memory.empty()) {
+        std::vector<int> shared;
+        for (size_t i : by_memory) shared.push_back(ranks_[i]);
+        FailIfTargetsExited(context, *window_, shared);
+      }
       requests.Wait();
       data.Wait();
       replies.Wait();
@@ -369,6 +398,7 @@ class RemoteMutexOp : public runtime::Op {
     for (int rank : ranks_) {
       if (window_->PutsShared(rank)) {  // the mutex is a word in the target's segment
         window_->MutexShared(rank, acquire_);
+        FailIfTargetsExited(context, *window_, {rank});
         continue;
       }
       ops::Exchange requests(context, Channel::kWindowRequest, Label());

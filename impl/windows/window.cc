@@ -88,19 +88,24 @@ void Window::LockSlot(const Slot& slot, int holder, const char* what) {
                         what);
 }
 
-std::string Window::AttachTargets(const std::vector<std::pair<int, std::string>>& targets) {
+std::string Window::AttachTargets(const std::vector<Target>& targets) {
   std::string failures;
-  for (const auto& [rank, segment] : targets) {
+  for (const Target& target : targets) {
     try {
       size_t index = 0;
-      SlotArea area = SlotArea::Attach(segment, id_, rank, rank_, tensor_.bytes, &index);
+      SlotArea area = SlotArea::Attach(target.segment, id_, target.rank, rank_, tensor_.bytes, &index);
       Slot slot = area.slot(index);
-      remote_.push_back(RemoteSlot{rank, std::move(area), slot});
+      remote_.push_back(RemoteSlot{target.rank, std::move(area), slot, ProcessWatch(target.process)});
     } catch (const std::exception& e) {
-      failures += Str(failures.empty() ? "" : "; ", "rank ", rank, ": ", e.what());
+      failures += Str(failures.empty() ? "" : "; ", "rank ", target.rank, ": ", e.what());
     }
   }
   return failures;
+}
+
+bool Window::TargetExited(int target) const {
+  const RemoteSlot* remote = Remote(target);
+  return remote != nullptr && remote->watch.Exited();
 }
 
 const Window::RemoteSlot* Window::Remote(int rank) const {

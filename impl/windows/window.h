@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/common/process.h"
 #include "impl/common/tensor.h"
 #include "impl/device/host_access.h"
 #include "impl/runtime/context.h"
@@ -76,10 +77,17 @@ class Window {
   std::vector<int> SharedOrigins() const;
 
   // --- the shared slots of same-host targets (origin side, executor) ---
+  struct Target {
+    int rank;
+    std::string segment;
+    ProcessIdentity process;  // watched: a write into a dead rank's memory succeeds
+  };
   // Maps each target's segment (after the creation's agreement, so it exists); a target
   // whose segment cannot be mapped is reached through messages. Returns the failures.
-  std::string AttachTargets(const std::vector<std::pair<int, std::string>>& targets);
+  std::string AttachTargets(const std::vector<Target>& targets);
   bool PutsShared(int target) const { return Remote(target) != nullptr; }
+  // True once shared target `target`'s process has exited.
+  bool TargetExited(int target) const;
   // target's slot for this rank = weight * data (a put), p set, its version counted.
   // require_mutex: under the slot's mutex (taken and released here unless this rank
   // already holds it).
@@ -174,6 +182,7 @@ class Window {
     int rank;
     SlotArea area;
     Slot slot;
+    ProcessWatch watch;
   };
   std::vector<RemoteSlot> remote_;
   const RemoteSlot* Remote(int rank) const;

@@ -112,5 +112,33 @@ TEST(Process, StoppedZombieGoneAndReusedPids) {
   EXPECT_STREQ(StateName(ProcessState::kStopped), "stopped");
 }
 
+// The watch behind shared-memory window writes: a living (even stopped) process is not
+// exited; a killed one is at once, before its parent reaps it; a reused pid too.
+TEST(Process, WatchSeesAnExitBeforeTheReap) {
+  Child child;
+  ASSERT_GT(child.pid, 0);
+  ProcessWatch watch(child.identity);
+  EXPECT_FALSE(watch.Exited());
+  kill(child.pid, SIGSTOP);
+  EXPECT_EQ(WaitFor(child.identity, ProcessState::kStopped), ProcessState::kStopped);
+  EXPECT_FALSE(watch.Exited()) << "a stopped process has not exited";
+  kill(child.pid, SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!watch.Exited() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(watch.Exited()) << "a zombie (killed, not yet reaped) has exited";
+  ProcessWatch moved = std::move(watch);
+  EXPECT_TRUE(moved.Exited());
+  waitpid(child.pid, nullptr, 0);
+  EXPECT_TRUE(moved.Exited());
+  ProcessWatch late(child.identity);  // begun after the exit
+  EXPECT_TRUE(late.Exited());
+  child.pid = -1;
+  ProcessIdentity reused = ThisProcess();
+  reused.start_ticks += 1;
+  EXPECT_TRUE(ProcessWatch(reused).Exited()) << "a reused pid";
+  EXPECT_FALSE(ProcessWatch(ThisProcess()).Exited());
+}
+
 }  // namespace
 }  // namespace starling
