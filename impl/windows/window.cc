@@ -73,13 +73,6 @@ Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank
   }
 }
 
-std::vector<int> Window::SharedOrigins() const {
-  std::vector<int> origins;
-  for (size_t i = 0; i < in_.size(); ++i)
-    if (slot_shared_[i]) origins.push_back(in_[i]);
-  return origins;
-}
-
 void Window::LockSlot(const Slot& slot, int holder, const char* what) {
   if (slot.state->lock.TryLock()) return;
   HolderCheck check = checks_ ? checks_(what, false) : HolderCheck();

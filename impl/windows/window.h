@@ -73,8 +73,6 @@ class Window {
 
   // Why the planned shared slots are private ("" if they are shared or none planned).
   const std::string& shared_slots_error() const { return shared_error_; }
-  // In-neighbors whose slots are shared.
-  std::vector<int> SharedOrigins() const;
 
   // --- the shared slots of same-host targets (origin side, executor) ---
   struct Target {
