@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "capi/private/launch.h"
-#include "impl/runtime/wait_monitor.h"
 #include "impl/windows/ops.h"
 
 using namespace starling;
@@ -21,36 +20,10 @@ HandleTable<WindowEntry, starling_window_t>& Windows() {
   return *table;
 }
 
-// For waits on this rank's own mutex slots (update with require_mutex, mutex_acquire
-// for_self): the holder is another rank (or another thread of this one). The wait
-// warns, times out, notices a gone holder and an abort like any other wait for peers.
-std::function<void(int)> SlotWaitCheck(runtime::Context& context, const WindowEntry& entry, const char* what) {
-  struct SlotWait {
-    SlotWait(runtime::Context& context, std::string label)
-        : what([label = std::move(label)] { return label; }), monitor(context, what) {}
-    LazyText what;  // before monitor, which refers to it
-    runtime::WaitMonitor monitor;
-  };
-  auto wait = std::make_shared<SlotWait>(context, Str(what, " '", entry.window->name(), "'"));
-  return [wait](int holder) {
-    wait->monitor.Check([holder] {
-      runtime::Awaited awaited;
-      if (holder >= 0) {
-        awaited.ranks.insert(holder);
-        awaited.text = Str("rank ", holder, " (holds the mutex)");
-      } else {
-        awaited.text = "another thread of this rank (holds the mutex)";
-      }
-      return awaited;
-    });
-  };
-}
-
 // A local update; only an update under the mutexes can wait for peers.
 void Update(WindowEntry& entry, const windows::UpdateWeights& args, const char* what) {
   entry.context->CheckUsable();
-  entry.window->Update(args, windows::AssociatedP(*entry.context),
-                       args.require_mutex ? SlotWaitCheck(*entry.context, entry, what) : nullptr);
+  entry.window->Update(args, windows::AssociatedP(*entry.context), what);
 }
 
 windows::TransferArgs ParseTransfer(const starling_window_args_t* args) {
@@ -263,7 +236,7 @@ static starling_status_t Mutex(starling_window_t win, const int* ranks, int coun
     for (int r : list) STARLING_CHECK_ARG(r >= 0 && r < size, "rank ", r, " is out of range [0, ", size, ")");
     if (acquire) {
       entry->context->CheckUsable();
-      entry->window->LockOwnSlots(list, SlotWaitCheck(*entry->context, *entry, "window_mutex_acquire"));
+      entry->window->LockOwnSlots(list, "window_mutex_acquire");
     } else {
       entry->window->UnlockOwnSlots(list);
     }

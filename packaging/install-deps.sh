@@ -14,6 +14,7 @@ PACKAGES=(
   python3-prometheus-client  # starling.metrics' endpoint (optional for users; its tests need it)
   python3-setuptools python3-wheel python3-pip python3-venv
   default-jdk-headless junit4 libhamcrest-java
+  gdb  # the fault tests print where a hung job's ranks wait (tests/fault/hang_stacks.py)
   clang libclang-rt-14-dev  # the fuzz test: clang 14 and its libFuzzer/sanitizer runtimes
   python3-sphinx python3-myst-parser  # the documentation (packaging/docs.sh, ctest docs)
   # Notebooks (starlingrun start, starling.interactive, ctest notebooks): ipyparallel 7.1,

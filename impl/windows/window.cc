@@ -107,15 +107,25 @@ const Window::RemoteSlot* Window::Remote(int rank) const {
   return nullptr;
 }
 
-void Window::PutShared(int target, const void* data, double weight, bool has_p, double p, bool require_mutex) {
+void Window::WriteShared(int target, bool require_mutex, const std::function<void(const Slot&)>& write) {
   const RemoteSlot* remote = Remote(target);
   STARLING_CHECK(remote != nullptr, Code::kInternal, "no shared slot on rank ", target);
   const Slot& slot = remote->slot;
   // A write under the mutex holds it only while writing, unless this rank holds it
-  // already (window_mutex_acquire, then a put under the mutex).
+  // already (window_mutex_acquire, then a write under the mutex).
   const bool take = require_mutex && slot.state->mutex.value.load(std::memory_order_acquire) != kMutexOrigin;
   if (take) MutexShared(target, true);
   try {
+    write(slot);
+  } catch (...) {
+    if (take) MutexShared(target, false);
+    throw;
+  }
+  if (take) MutexShared(target, false);
+}
+
+void Window::PutShared(int target, const void* data, double weight, bool has_p, double p, bool require_mutex) {
+  WriteShared(target, require_mutex, [&](const Slot& slot) {
     char* other = slot.other();  // only this rank flips it: stable until the flip below
     if (tensor_.numel > 0) {
       if (weight == 1.0) {
@@ -130,31 +140,18 @@ void Window::PutShared(int target, const void* data, double weight, bool has_p, 
     if (has_p) slot.state->p = p;
     slot.state->bytes_in += tensor_.bytes;
     slot.state->lock.Unlock();
-  } catch (...) {
-    if (take) MutexShared(target, false);
-    throw;
-  }
-  if (take) MutexShared(target, false);
+  });
 }
 
 void Window::AccumulateShared(int target, const void* data, double weight, bool has_p, double p,
                               bool require_mutex) {
-  const RemoteSlot* remote = Remote(target);
-  STARLING_CHECK(remote != nullptr, Code::kInternal, "no shared slot on rank ", target);
-  const Slot& slot = remote->slot;
-  const bool take = require_mutex && slot.state->mutex.value.load(std::memory_order_acquire) != kMutexOrigin;
-  if (take) MutexShared(target, true);
-  try {
+  WriteShared(target, require_mutex, [&](const Slot& slot) {
     LockSlot(slot, target, "window_accumulate's lock on a peer's buffer");
     SlotGuard guard(slot);
     if (tensor_.numel > 0) ops::Axpy(slot.value(), data, weight, tensor_.numel, tensor_.dtype);
     if (has_p) slot.state->p += p;
     slot.state->bytes_in += tensor_.bytes;
-  } catch (...) {
-    if (take) MutexShared(target, false);
-    throw;
-  }
-  if (take) MutexShared(target, false);
+  });
 }
 
 void Window::AwaitMutex(const Slot& slot, uint32_t seen, double seconds) {
@@ -285,7 +282,7 @@ void Window::Snapshot(void* dst) {
   }
 }
 
-void Window::Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check) {
+void Window::Update(const UpdateWeights& args, bool with_p, const char* what) {
   // Which buffers take part, with which weights.
   std::vector<int> slots;
   std::vector<double> weights;
@@ -313,7 +310,7 @@ void Window::Update(const UpdateWeights& args, bool with_p, const std::function<
   }
   std::vector<int> used_ranks;
   for (int slot : slots) used_ranks.push_back(in_[static_cast<size_t>(slot)]);
-  if (args.require_mutex) LockOwnSlots(used_ranks, wait_check);
+  if (args.require_mutex) LockOwnSlots(used_ranks, what);
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     // Every slot's lock, in slot order (nobody holds one while waiting for another):
@@ -455,7 +452,8 @@ int Window::SlotHolder(int rank) {
   return slot_holder_[static_cast<size_t>(rank)];
 }
 
-void Window::LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check) {
+void Window::LockOwnSlots(const std::vector<int>& ranks, const char* what) {
+  HolderCheck check;  // made at the first wait
   std::vector<int> sorted = ranks;  // a fixed order avoids lock-order deadlocks
   std::sort(sorted.begin(), sorted.end());
   std::vector<int> taken;
@@ -473,7 +471,9 @@ void Window::LockOwnSlots(const std::vector<int>& ranks, const std::function<voi
         }
         if (TryLockSlot(r, kSelf)) break;
         const int holder = SlotHolder(r);
-        if (holder != kFree && wait_check) wait_check(holder);
+        if (holder == kFree) continue;
+        if (!check && checks_) check = checks_(what, false);
+        if (check) check(holder);
       }
       taken.push_back(r);
     }

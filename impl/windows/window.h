@@ -119,8 +119,8 @@ class Window {
   // --- local operations (caller thread) ---
   // tensor = self_weight * tensor + sum w_r buffer_r (see starling_window_update);
   // with_p: p is combined with the same weights.
-  // `wait_check`: see LockOwnSlots (needed only with require_mutex).
-  void Update(const UpdateWeights& args, bool with_p, const std::function<void(int holder)>& wait_check);
+  // `what` names the call in the errors of a wait for the mutexes (require_mutex).
+  void Update(const UpdateWeights& args, bool with_p, const char* what);
   std::vector<int64_t> Versions();
   // Counts what origins wrote into the shared slots since the last count (window_free
   // does, so every byte is counted by the time the window is gone).
@@ -138,10 +138,10 @@ class Window {
   bool UnlockSlot(int rank, int holder);
   int SlotHolder(int rank);
   // Caller-thread acquire of this rank's own slots (waits for remote holders). While
-  // it waits, `wait_check` runs every 10 ms with the holder (a rank, or
-  // kSelf) and may throw to give up (abort, dead holder, timeout); slots taken so far
-  // are then released.
-  void LockOwnSlots(const std::vector<int>& ranks, const std::function<void(int holder)>& wait_check);
+  // it waits, the window's checks (see HolderChecks; `what` names the call) run every
+  // 10 ms with the holder (a rank, or kSelf) and may throw to give up (abort, dead
+  // holder, timeout); slots taken so far are then released.
+  void LockOwnSlots(const std::vector<int>& ranks, const char* what);
   void UnlockOwnSlots(const std::vector<int>& ranks);
 
   // starling_context_repair (nothing else runs on the context meanwhile): the window
@@ -190,6 +190,9 @@ class Window {
   static void AwaitMutex(const Slot& slot, uint32_t seen, double seconds);
   // Takes slot `slot`'s lock (`holder`: who else may hold it, for the checks).
   void LockSlot(const Slot& slot, int holder, const char* what);
+  // Runs write on target's slot for this rank, under target's window mutex when
+  // require_mutex (PutShared, AccumulateShared).
+  void WriteShared(int target, bool require_mutex, const std::function<void(const Slot&)>& write);
 
   std::unique_ptr<char[]> send_stage_[2];
   size_t send_stage_bytes_ = 0;

@@ -15,10 +15,10 @@ import argparse
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 
+from hang_stacks import run_with_stacks
 from ulfm_launch import ULFM_MPIRUN_ARGS
 
 
@@ -53,16 +53,17 @@ def main():
 def run_once(args):
 
     victims_expected = 2 if args.scenario == "repair" else 1
-    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
-               *shlex.split(args.program), args.scenario, *([] if args.linger is None else [str(args.linger)])]
+    program = shlex.split(args.program)
+    command = [args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
+               *program, args.scenario, *([] if args.linger is None else [str(args.linger)])]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     start = time.monotonic()
-    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    script = next((p for p in program if p.endswith(".py")), program[0])  # the ranks' processes
+    returncode, out, err = run_with_stacks(command, args.limit, script, env=env)
     took = time.monotonic() - start
-    out, err = run.stdout, run.stderr
     problems = []
-    if run.returncode != 0:
-        problems.append(f"mpirun exited with {run.returncode} (124/137: the job did not end within {args.limit} s)")
+    if returncode != 0:
+        problems.append(f"mpirun exited with {returncode} (124: the job did not end within {args.limit} s)")
     victims = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in out.splitlines() if line.startswith("VICTIM ")]
     for victim in victims:  # a stopped victim ("stopped") outlives a job that failed
         try:
@@ -98,7 +99,7 @@ def run_once(args):
         recoveries.append(recover)
         if not 0 <= detect < args.bound:
             problems.append(f"rank {fields['rank']} got its error {detect:.3f} s after the death (bound {args.bound} s)")
-    print(f"scenario {args.scenario}, {args.np} ranks: job took {took:.2f} s, mpirun rc {run.returncode}")
+    print(f"scenario {args.scenario}, {args.np} ranks: job took {took:.2f} s, mpirun rc {returncode}")
     if detections:
         print(f"  death -> PEER_FAILED: max {max(detections):.3f} s, min {min(detections):.3f} s")
         print(f"  death -> repaired and computing: max {max(recoveries):.3f} s")
@@ -106,7 +107,7 @@ def run_once(args):
         print("  e.g.", line.split(" message=", 1)[-1][:300])
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems))
-        print("---- stdout\n" + out[-4000:] + "\n---- stderr\n" + err[-4000:])
+        print("---- stdout\n" + out[-4000:] + "\n---- stderr\n" + err[-30000:])
         return False, detections, recoveries
     return True, detections, recoveries
 

@@ -26,10 +26,14 @@
 #include "impl/transport/shm/mailbox.h"
 #include "impl/transport/shm/probe.h"
 #include "impl/transport/shm/segment.h"
+#include "tests/unit/child_process.h"
 
 namespace starling::transport::shm {
 namespace {
 
+using starling::testing::CodeOf;
+using starling::testing::Reap;
+using starling::testing::Spawn;
 using Clock = std::chrono::steady_clock;
 
 // A job id no other run of this test shares.
@@ -38,39 +42,6 @@ uint64_t TestJob() { return (static_cast<uint64_t>(getpid()) << 32) ^ NewNonce()
 bool Exists(const std::string& name, const std::string& directory = "/dev/shm") {
   struct stat st {};
   return stat((directory + name).c_str(), &st) == 0;
-}
-
-// Runs `body` in a child process; its exit status is 0 when body returned true.
-pid_t Spawn(const std::function<bool()>& body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    bool ok = false;
-    try {
-      ok = body();
-    } catch (...) {
-      ok = false;
-    }
-    _exit(ok ? 0 : 1);
-  }
-  return pid;
-}
-
-// 0 when the child exited with status 0; else its status, or 1000 + signal.
-int Reap(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFSIGNALED(status)) return 1000 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
-Code CodeOf(const std::function<void()>& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return Code::kOk;
 }
 
 unsigned char Pattern(uint32_t version, size_t i) { return static_cast<unsigned char>(version * 131u + i * 7u + (i >> 8)); }

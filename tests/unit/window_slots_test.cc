@@ -4,7 +4,6 @@
 // holder that dies leaves waiters a way out (their checks), and a corrupted segment
 // is an error, never a wild access.
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,41 +19,20 @@
 #include "impl/transport/shm/lock.h"
 #include "impl/transport/shm/segment.h"
 #include "impl/windows/slots.h"
+#include "tests/unit/child_process.h"
 
 namespace starling::windows {
 namespace {
 
+using starling::testing::CodeOf;
+using starling::testing::Reap;
+using starling::testing::Spawn;
 using transport::shm::NewNonce;
 using transport::shm::SegmentName;
 using transport::shm::SharedLock;
 using transport::shm::WaitPolicy;
 
 std::string FreshName() { return SegmentName((static_cast<uint64_t>(getpid()) << 32) ^ NewNonce(), "wtest", 0, NewNonce()); }
-
-// Runs `body` in a child process and returns its exit status (0: body returned true).
-int InChild(const std::function<bool()>& body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    bool ok = false;
-    try {
-      ok = body();
-    } catch (...) {
-    }
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-}
-
-Code CodeOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Code::kOk;
-}
 
 TEST(WindowSlots, EachOriginFindsItsSlotAndItsPutsReachTheOwner) {
   const std::vector<double> initial = {1, 2, 3, 4, 5};
@@ -65,7 +43,7 @@ TEST(WindowSlots, EachOriginFindsItsSlotAndItsPutsReachTheOwner) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(std::memcmp(owner.slot(i).value(), initial.data(), bytes), 0);
   // Origin 5, in another process: maps the segment (the last of three expected
   // mappers has not come, so the name is still there), writes two puts.
-  EXPECT_EQ(InChild([&] {
+  EXPECT_EQ(Reap(Spawn([&] {
               size_t index = 99;
               SlotArea mine = SlotArea::Attach(name, 7, 0, 5, bytes, &index);
               if (index != 1) return false;
@@ -81,7 +59,7 @@ TEST(WindowSlots, EachOriginFindsItsSlotAndItsPutsReachTheOwner) {
                 slot.state->lock.Unlock();
               }
               return true;
-            }),
+            })),
             0);
   const Slot seen = owner.slot(1);
   EXPECT_EQ(seen.state->version, 2);
@@ -108,12 +86,9 @@ TEST(WindowSlots, TheLockExcludesAcrossProcesses) {
     }
     return true;
   };
-  const pid_t child = fork();
-  if (child == 0) _exit(work() ? 0 : 1);
+  const pid_t child = Spawn(work);
   work();
-  int status = 0;
-  waitpid(child, &status, 0);
-  EXPECT_EQ(status, 0);
+  EXPECT_EQ(Reap(child), 0);
   EXPECT_EQ(*counter, 2u * kRounds);
   EXPECT_EQ(lock->state.load(), 0u);
   munmap(shared, 4096);
@@ -124,13 +99,11 @@ TEST(WindowSlots, AHolderThatDiesLeavesWaitersAWayOut) {
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(shared, MAP_FAILED);
   auto* lock = new (shared) SharedLock();
-  const pid_t child = fork();
-  if (child == 0) {
-    lock->Lock(WaitPolicy{}, nullptr, "the test");
-    _exit(0);  // dies holding it
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
+  EXPECT_EQ(Reap(Spawn([lock] {
+              lock->Lock(WaitPolicy{}, nullptr, "the test");
+              return true;  // and dies holding it
+            })),
+            0);
   // The check stands in for the failure probes: it finds the holder gone.
   int checks = 0;
   auto check = [&] {

@@ -20,14 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 uint32_t* Word(std::atomic<uint32_t>& word) { return reinterpret_cast<uint32_t*>(&word); }
 
 }  // namespace
@@ -48,25 +40,35 @@ void Set(SharedCounter& counter, uint32_t value) {
   if (counter.sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(counter.value);
 }
 
+SlicedWait::SlicedWait(const WaitPolicy& policy, const std::function<void()>& check, const char* what)
+    : policy_(policy), check_(check), what_(what), start_(Clock::now()) {}
+
+bool SlicedWait::Spinning() const { return Since(start_) < policy_.spin_seconds; }
+
+double SlicedWait::NextSleep() const {
+  if (check_) check_();
+  const double waited = Since(start_);
+  double slice = policy_.slice_seconds > 0 ? policy_.slice_seconds : 0.01;
+  if (policy_.timeout_seconds > 0) {
+    STARLING_CHECK(waited < policy_.timeout_seconds, Code::kTimeout, "waited ", waited, " s for ", what_,
+                   " in shared memory (limit ", policy_.timeout_seconds, " s)");
+    slice = std::min(slice, policy_.timeout_seconds - waited);
+  }
+  return slice;
+}
+
 uint32_t WaitUntil(SharedCounter& counter, const std::function<bool(uint32_t)>& done, const WaitPolicy& policy,
                    const std::function<void()>& check, const char* what) {
-  const Clock::time_point start = Clock::now();
   uint32_t value = counter.value.load(std::memory_order_acquire);
   if (done(value)) return value;
-  while (Since(start) < policy.spin_seconds) {
+  const SlicedWait wait(policy, check, what);
+  while (wait.Spinning()) {
     CpuRelax();
     value = counter.value.load(std::memory_order_acquire);
     if (done(value)) return value;
   }
   for (;;) {
-    if (check) check();
-    const double waited = Since(start);
-    double slice = policy.slice_seconds > 0 ? policy.slice_seconds : 0.01;
-    if (policy.timeout_seconds > 0) {
-      STARLING_CHECK(waited < policy.timeout_seconds, Code::kTimeout, "waited ", waited, " s for ", what,
-                     " in shared memory (limit ", policy.timeout_seconds, " s)");
-      slice = std::min(slice, policy.timeout_seconds - waited);
-    }
+    const double slice = wait.NextSleep();
     // Announce the sleep, then look once more: a Set() between the two is seen here,
     // a later one sees the sleeper (both sides sequentially consistent).
     counter.sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -32,6 +33,34 @@ struct WaitPolicy {
   double spin_seconds = 50e-6;   // busy-polls this long before the first sleep
   double slice_seconds = 0.01;   // longest single sleep: `check` runs between slices
   double timeout_seconds = 0.0;  // 0: no limit; else Error(kTimeout) after this long
+};
+
+// Busy-wait hint to the CPU (frees the core's resources for its sibling thread).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// The shape of every wait on shared memory: spin for policy.spin_seconds, then sleep in
+// slices of at most policy.slice_seconds, calling `check` (may be empty) before each,
+// which ends the wait by throwing (abort, a dead peer); Error(kTimeout) naming `what`
+// once policy.timeout_seconds (if > 0) has passed.
+class SlicedWait {
+ public:
+  SlicedWait(const WaitPolicy& policy, const std::function<void()>& check, const char* what);
+  // True while the spin lasts.
+  bool Spinning() const;
+  // Runs the check and the limit; returns how long the next sleep may be.
+  double NextSleep() const;
+
+ private:
+  const WaitPolicy& policy_;
+  const std::function<void()>& check_;
+  const char* what_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 // Waits until done(value) holds for the counter's value (loaded with acquire

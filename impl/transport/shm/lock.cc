@@ -4,41 +4,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-
-#include "impl/common/error.h"
-
 namespace starling::transport::shm {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-}  // namespace
 
 void SharedLock::Lock(const WaitPolicy& policy, const std::function<void()>& check, const char* what) {
   if (TryLock()) return;
-  const Clock::time_point start = Clock::now();
-  while (Since(start) < policy.spin_seconds) {
+  const SlicedWait wait(policy, check, what);
+  while (wait.Spinning()) {
     if (state.load(std::memory_order_relaxed) == 0 && TryLock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    CpuRelax();
   }
   // Mark it contended (2) while taking it: whoever unlocks then wakes a sleeper.
-  while (state.exchange(2, std::memory_order_acquire) != 0) {
-    if (check) check();
-    const double waited = Since(start);
-    double slice = policy.slice_seconds > 0 ? policy.slice_seconds : 0.01;
-    if (policy.timeout_seconds > 0) {
-      STARLING_CHECK(waited < policy.timeout_seconds, Code::kTimeout, "waited ", waited, " s for ", what,
-                     " (a lock in shared memory; limit ", policy.timeout_seconds, " s)");
-      slice = std::min(slice, policy.timeout_seconds - waited);
-    }
-    FutexWait(state, 2, slice);
-  }
+  while (state.exchange(2, std::memory_order_acquire) != 0) FutexWait(state, 2, wait.NextSleep());
 }
 
 void SharedLock::Unlock() {
