@@ -7,7 +7,7 @@ set -u
 mpirun=$1 program=$2 np=$3 runs=$4
 failed=0
 for i in $(seq 1 "$runs"); do
-  out=$(timeout -k 5 60 "$mpirun" --with-ft ulfm --mca btl ^sm,smcuda,usnic -np "$np" "$program" 2>&1)
+  out=$(timeout -k 5 60 "$mpirun" --with-ft ulfm --mca btl ^sm,smcuda,usnic --mca btl_tcp_flags send,inplace,need-ack,need-csum -np "$np" "$program" 2>&1)
   rc=$?
   left=$(grep -c '^LEFT ' <<<"$out")
   if [ "$rc" -ne 0 ] || [ "$left" -ne $((np - 1)) ]; then

@@ -452,6 +452,19 @@ TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
   EXPECT_TRUE(HasSeq(ok.argv, {"--with-ft", "ulfm"}));
   // No shared-memory BTL (not crash-safe), unless the user chose the BTLs.
   EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "btl", "^sm,smcuda,usnic"}));
+  // Nor the TCP BTL's put (its RDMA pipeline crashes survivors), unless the user set the flags.
+  EXPECT_TRUE(HasSeq(ok.argv, {"--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum"}));
+  EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "btl_tcp_flags"));
+  EXPECT_TRUE(HasSeq(BuildCommand(Parse({"--fault-tolerant", "--mpi-args", "--mca btl_tcp_flags send,put", "-np", "3",
+                                          "prog"}),
+                                  env)
+                         .argv,
+                     {"--mca", "btl_tcp_flags", "send,put"}));
+  EXPECT_FALSE(Has(BuildCommand(Parse({"--fault-tolerant", "--mpi-args", "--mca btl_tcp_flags send,put", "-np", "3",
+                                           "prog"}),
+                                   env)
+                          .argv,
+                      "send,inplace,need-ack,need-csum"));
   EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "--with-ft"));
   EXPECT_FALSE(Has(BuildCommand(Parse({"-np", "3", "prog"}), env).argv, "^sm,smcuda,usnic"));
   Command own = BuildCommand(Parse({"--fault-tolerant", "--mpi-args", "--mca btl tcp,self", "-np", "3", "prog"}), env);
