@@ -322,3 +322,124 @@ def test_kungfu_optimizers_bad_input():
     for factory in (bf.SynchronousSGDOptimizer, bf.SynchronousAveragingOptimizer, bf.PairAveragingOptimizer):
         with pytest.raises(ValueError, match="Keras 3 optimizer"):
             factory(tf.compat.v1.train.GradientDescentOptimizer(0.1))
+
+
+# ---- one-sided windows (starling.torch's win_* names and semantics) ------------------------------
+def _sources(graph, r):  # in-neighbors of r in a topology graph (whose self-loops carry self weights)
+    return sorted(j for j in graph.predecessors(r) if j != r)
+
+
+def _destinations(graph, r):
+    return sorted(j for j in graph.successors(r) if j != r)
+
+
+@pytest.mark.skipif(SIZE == 1, reason="windows need a peer")
+def test_windows_follow_a_variable():
+    sources, dests = bf.in_neighbor_ranks(), bf.out_neighbor_ranks()
+    mine = values(RANK, (3, 2), "float64")
+    v = tf.Variable(mine)
+    assert bf.win_create(v, "tw") and not bf.win_create(v, "tw")  # a taken name gives False
+    assert bf.get_current_created_window_names() == ["tw"]
+    assert bf.get_win_version("tw") == {j: 0 for j in sources}
+    bf.barrier()
+    assert bf.win_put(v, "tw") is True
+    bf.barrier()
+    assert bf.get_win_version("tw") == {j: 1 for j in sources}
+    y = bf.win_update("tw")
+    expected = (mine + sum(values(j, (3, 2), "float64") for j in sources)) / (len(sources) + 1)
+    check(y, expected, "float64")
+    check(tf.convert_to_tensor(v), expected, "float64")  # the variable follows the window
+    assert bf.get_win_version("tw") == {j: 0 for j in sources}
+    # Changed by the user, the variable is what the next put sends (None: the window's
+    # value); self_weight then scales the variable, once the nonblocking put is waited on.
+    v.assign(tf.fill((3, 2), tf.constant(RANK + 1.0, tf.float64)))
+    bf.barrier()
+    h = bf.win_put_nonblocking(None, "tw", self_weight=0.5, dst_weights={d: 2.0 for d in dests})
+    assert isinstance(h, int) and bf.win_wait(h) is True and bf.win_wait(h) is False
+    check(tf.convert_to_tensor(v), np.full((3, 2), 0.5 * (RANK + 1)), "float64")
+    bf.barrier()
+    z = bf.win_update("tw", self_weight=1.0, neighbor_weights={j: 1.0 for j in sources}, clone=True)
+    check(z, np.full((3, 2), 0.5 * (RANK + 1) + sum(2.0 * (j + 1) for j in sources)), "float64")
+    check(tf.convert_to_tensor(v), np.full((3, 2), 0.5 * (RANK + 1)), "float64")  # clone: left alone
+    bf.barrier()
+    assert bf.win_free("tw") and bf.get_current_created_window_names() == []
+
+
+@pytest.mark.skipif(SIZE == 1, reason="windows need a peer")
+def test_windows_accumulate_collect_and_get_on_a_tensor():
+    graph = bf.load_topology()
+    sources, dests = bf.in_neighbor_ranks(), bf.out_neighbor_ranks()
+
+    def collected(r):  # rank r's value after accumulate (weight 0.5) and collect
+        return values(r, (5,), "float32") + sum(0.5 * values(j, (5,), "float32") for j in _sources(graph, r))
+
+    x = tf.constant(values(RANK, (5,), "float32").astype("float32"))
+    assert bf.win_create(x, "ta", zero_init=True)
+    bf.barrier()
+    assert bf.win_accumulate(x, "ta", dst_weights={d: 0.5 for d in dests}) is True
+    bf.barrier()
+    check(bf.win_update_then_collect("ta"), collected(RANK), "float32")
+    check(bf.win_update_then_collect("ta"), collected(RANK), "float32")  # the buffers were zeroed
+    bf.barrier()
+    h = bf.win_get_nonblocking("ta", src_weights={j: 1.0 for j in sources})
+    while not bf.win_poll(h):
+        pass
+    assert bf.win_wait(h)
+    bf.barrier()
+    y = bf.win_update("ta", self_weight=0.0, neighbor_weights={j: 1.0 / len(sources) for j in sources})
+    check(y, sum(collected(j) for j in sources) / len(sources), "float32")
+    bf.barrier()
+    assert bf.win_free()
+
+
+def test_windows_bad_input():
+    with pytest.raises(starling.NotFoundError, match="does not exist"):
+        bf.win_update("nope")
+    with pytest.raises(starling.InvalidUsageError, match="floating-point"):
+        bf.win_create(tf.constant([1, 2]), "ints")
+    with pytest.raises(TypeError, match="str"):
+        bf.win_create(tf.constant([1.0]), 3)
+    x = tf.constant([1.0, 2.0])
+    assert bf.win_create(x, "bad")
+    try:
+        with pytest.raises(ValueError, match="tf.Variable"):
+            bf.win_put(x, "bad", self_weight=0.5)  # a tf.Tensor cannot be scaled in place
+        with pytest.raises(ValueError, match=r"holds float32\[2\]"):
+            bf.win_put(tf.constant([1.0, 2.0, 3.0]), "bad")
+        with pytest.raises(ValueError, match=r"holds float32\[2\]"):
+            bf.win_accumulate(tf.constant([1.0, 2.0], dtype=tf.float64), "bad")
+        with pytest.raises(ValueError, match="out-neighbors"):
+            bf.win_put(x, "bad", dst_weights={RANK: 1.0})
+        with pytest.raises(ValueError, match="at the same time"):
+            bf.win_update("bad", self_weight=0.5)
+        with pytest.raises(ValueError, match="not created"):
+            bf.win_poll(12345)
+        assert bf.win_wait(12345) is False
+    finally:
+        bf.barrier()
+        assert bf.win_free("bad")
+
+
+@pytest.mark.skipif(SIZE == 1, reason="windows need a peer")
+def test_windows_push_sum_carries_p():
+    """docs/snippets/tensorflow_windows.py's step: accumulate with self_weight 0.5 and
+    0.5 / out-degree to each out-neighbor, p alongside, then collect."""
+    graph = bf.load_topology()
+    out = bf.out_neighbor_ranks()
+    v = tf.Variable(tf.fill([7], float(RANK)))
+    assert bf.win_create(v, "ps", zero_init=True)
+    bf.turn_on_win_ops_with_associated_p()
+    try:
+        bf.barrier()
+        assert bf.win_accumulate(v, "ps", self_weight=0.5, dst_weights={d: 0.5 / len(out) for d in out})
+        check(tf.convert_to_tensor(v), np.full(7, 0.5 * RANK), "float32")
+        bf.barrier()
+        y = bf.win_update_then_collect("ps")
+        share = {j: 0.5 / len(_destinations(graph, j)) for j in _sources(graph, RANK)}
+        check(y, np.full(7, 0.5 * RANK + sum(w * j for j, w in share.items())), "float32")
+        check(tf.convert_to_tensor(v), y.numpy(), "float32")
+        assert abs(bf.win_associated_p("ps") - (0.5 + sum(share.values()))) < 1e-12
+    finally:
+        bf.turn_off_win_ops_with_associated_p()
+        bf.barrier()
+        bf.win_free("ps")
