@@ -71,6 +71,53 @@ def test_neighbor_allreduce_static_and_dynamic():
     check(gathered_dynamic, values(recv_from, (4, 3), "float64"), "float64")
 
 
+def test_nonblocking_forms_and_handles():
+    """Every nonblocking form in flight at once (issued in one order on every rank),
+    then synchronized in another; the results against the blocking references."""
+    x = tensor(RANK, (3, 4), "float64")
+    mine = values(RANK, (3, 4), "float64")
+    everyone = [values(r, (3, 4), "float64") for r in range(SIZE)]
+    sources = bf.in_neighbor_ranks()
+    send_to, recv_from = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+    handles = [
+        bf.allreduce_nonblocking(x),
+        bf.allreduce_nonblocking(tensor(RANK, (5,), "int32"), average=False),
+        bf.broadcast_nonblocking(x, SIZE - 1),
+        bf.allgather_nonblocking(tensor(RANK, (RANK + 1, 2), "float32", salt=1)),
+        bf.neighbor_allreduce_nonblocking(x),
+        bf.neighbor_allreduce_nonblocking(x, self_weight=0.5, src_weights={recv_from: 0.5}, dst_weights=[send_to]),
+        bf.neighbor_allgather_nonblocking(x),
+    ]
+    assert len(set(handles)) == len(handles) and all(isinstance(h, int) for h in handles)
+    results = [bf.synchronize(h) for h in reversed(handles[1:])][::-1]
+    while not bf.poll(handles[0]):
+        pass
+    results.insert(0, bf.wait(handles[0]))
+    check(results[0], sum(everyone) / SIZE, "float64")
+    check(results[1], sum(values(r, (5,), "int32") for r in range(SIZE)), "int32")
+    check(results[2], everyone[-1], "float64")
+    check(results[3], np.concatenate([values(r, (r + 1, 2), "float32", salt=1) for r in range(SIZE)]), "float32")
+    check(results[4], (mine + sum(everyone[s] for s in sources)) / (len(sources) + 1), "float64")
+    check(results[5], 0.5 * mine + 0.5 * everyone[recv_from], "float64")
+    check(results[6], np.concatenate([everyone[s] for s in sources]), "float64")
+    for h in handles:  # released by synchronize
+        with pytest.raises(ValueError, match="synchronize"):
+            bf.synchronize(h)
+        with pytest.raises(ValueError, match="not created"):
+            bf.poll(h)
+    with pytest.raises(starling.UnsupportedError, match="floating-point"):
+        bf.allreduce_nonblocking(tensor(RANK, (2,), "int32"))  # average=True on integers
+    with pytest.raises(ValueError, match="at the same time"):
+        bf.neighbor_allreduce_nonblocking(x, self_weight=0.5)
+
+    @tf.function
+    def graph(t):
+        return bf.allreduce_nonblocking(t)
+
+    with pytest.raises(Exception, match="InvalidUsageError: allreduce_nonblocking runs eagerly only"):
+        graph(x)  # TensorFlow's autograph re-raises it as its StagingError
+
+
 def test_inside_tf_function():
     @tf.function
     def step(t):

@@ -11,10 +11,12 @@ from ..topology_util import (ExponentialGraph, ExponentialTwoGraph, FullyConnect
                              GetDynamicOnePeerSendRecvRanks, GetRecvWeights, GetSendWeights, IsRegularGraph,
                              IsTopologyEquivalent, MeshGrid2DGraph, RingGraph, StarGraph,
                              SymmetricExponentialGraph)
-from .mpi_ops import (allgather, allreduce, average_group, barrier, broadcast, in_neighbor_ranks, init,
-                      is_initialized, is_topo_weighted, load_topology, local_rank, local_size, machine_rank,
-                      machine_size, mpi_threads_supported, neighbor_allgather, neighbor_allreduce,
-                      out_neighbor_ranks, rank, set_topology, shutdown, size)
+from .mpi_ops import (allgather, allgather_nonblocking, allreduce, allreduce_nonblocking, average_group, barrier,
+                      broadcast, broadcast_nonblocking, in_neighbor_ranks, init, is_initialized, is_topo_weighted,
+                      load_topology, local_rank, local_size, machine_rank, machine_size, mpi_threads_supported,
+                      neighbor_allgather, neighbor_allgather_nonblocking, neighbor_allreduce,
+                      neighbor_allreduce_nonblocking, out_neighbor_ranks, poll, rank, set_topology, shutdown, size,
+                      synchronize, wait)
 from .averaging_optimizers import PairAveragingOptimizer, SynchronousAveragingOptimizer, SynchronousSGDOptimizer
 from .optimizers import DistributedGradientTape, DistributedOptimizer, broadcast_variables
 from .win_ops import (get_current_created_window_names, get_win_version, turn_off_win_ops_with_associated_p,
@@ -27,6 +29,8 @@ __all__ = [
     "machine_rank", "mpi_threads_supported", "set_topology", "load_topology", "is_topo_weighted",
     "in_neighbor_ranks", "out_neighbor_ranks", "barrier", "allreduce", "broadcast", "allgather",
     "neighbor_allreduce", "neighbor_allgather", "average_group", "broadcast_variables",
+    "allreduce_nonblocking", "broadcast_nonblocking", "allgather_nonblocking", "neighbor_allreduce_nonblocking",
+    "neighbor_allgather_nonblocking", "poll", "synchronize", "wait",
     "DistributedOptimizer", "DistributedGradientTape", "SynchronousSGDOptimizer", "SynchronousAveragingOptimizer",
     "PairAveragingOptimizer",
     "win_create", "win_free", "win_update", "win_update_then_collect", "win_put", "win_put_nonblocking",

@@ -11,7 +11,7 @@ collectives need.
 """
 
 import atexit
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import networkx as nx
 import tensorflow as tf
@@ -22,6 +22,7 @@ from .. import topology_util
 from .._graph_topology import set_graph_topology
 from ..context import Context
 from ..errors import InvalidUsageError, UnsupportedError
+from ..request import Request
 
 logger = _logging.logger
 
@@ -37,6 +38,8 @@ class _State:
     is_weighted = False
     in_ranks: List[int] = []
     out_ranks: List[int] = []
+    handles: Dict[int, Request] = {}  # the nonblocking forms' requests, by handle
+    next_handle = 0
 
 
 S = _State()
@@ -77,7 +80,7 @@ def shutdown() -> None:
     if S.context is None:
         return
     context, S.context, S.shut_down = S.context, None, True
-    S.topology, S.in_ranks, S.out_ranks = None, [], []
+    S.topology, S.in_ranks, S.out_ranks, S.handles = None, [], [], {}
     context.close()
 
 
@@ -187,17 +190,28 @@ def _check_name(name: Any) -> None:
 
 
 # ---- allreduce, broadcast, allgather -------------------------------------------------------------
+def _allreduce_args(tensor: Any, average: bool, name: Optional[str], function: str) -> Tuple[tf.Tensor, str]:
+    tensor = _tensor(tensor, function)
+    _check_name(name)
+    if average and tensor.dtype not in _FLOATS:
+        raise UnsupportedError(f"{function}: average=True needs a floating-point tensor, got {tensor.dtype.name}; "
+                               "use average=False for integers")
+    return tensor, "average" if average else "sum"
+
+
 def allreduce(tensor: Any, average: bool = True, name: Optional[str] = None, device: str = "") -> tf.Tensor:
     """The average (or with average=False the sum) of tensor over every rank, as a new
     tensor. The shape and dtype must agree on every rank (else MismatchError on every
     rank). device is accepted for BlueFog's signature; CPU tensors only."""
-    tensor = _tensor(tensor, "allreduce")
-    _check_name(name)
-    if average and tensor.dtype not in _FLOATS:
-        raise UnsupportedError(f"allreduce: average=True needs a floating-point tensor, got {tensor.dtype.name}; "
-                               "use average=False for integers")
-    context, op = _ctx(), "average" if average else "sum"
+    tensor, op = _allreduce_args(tensor, average, name, "allreduce")
+    context = _ctx()
     return _run(lambda t: context.allreduce(t, op, name=name), tensor)
+
+
+def allreduce_nonblocking(tensor: Any, average: bool = True, name: Optional[str] = None, device: str = "") -> int:
+    """As allreduce, started now; returns a handle for poll / synchronize (eager mode)."""
+    tensor, op = _allreduce_args(tensor, average, name, "allreduce_nonblocking")
+    return _handle(lambda: _ctx().allreduce_nonblocking(tensor, op, name=name), "allreduce_nonblocking")
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
@@ -206,6 +220,14 @@ def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None) -> tf.Ten
     _check_name(name)
     context, root = _ctx(), int(root_rank)
     return _run(lambda t: context.broadcast(t, root, name=name), tensor)
+
+
+def broadcast_nonblocking(tensor: Any, root_rank: int, name: Optional[str] = None) -> int:
+    """As broadcast, started now; returns a handle for poll / synchronize (eager mode)."""
+    tensor = _tensor(tensor, "broadcast_nonblocking")
+    _check_name(name)
+    root = int(root_rank)
+    return _handle(lambda: _ctx().broadcast_nonblocking(tensor, root, name=name), "broadcast_nonblocking")
 
 
 def allgather(tensor: Any, name: Optional[str] = None) -> tf.Tensor:
@@ -217,7 +239,66 @@ def allgather(tensor: Any, name: Optional[str] = None) -> tf.Tensor:
     return _run(lambda t: context.allgather(t, name=name), tensor, same_shape=False)
 
 
+def allgather_nonblocking(tensor: Any, name: Optional[str] = None) -> int:
+    """As allgather, started now; returns a handle for poll / synchronize (eager mode)."""
+    tensor = _tensor(tensor, "allgather_nonblocking")
+    _check_name(name)
+    return _handle(lambda: _ctx().allgather_nonblocking(tensor, name=name), "allgather_nonblocking")
+
+
+# ---- handles of the nonblocking forms ------------------------------------------------------------
+def _handle(start: Callable[[], Request], function: str) -> int:
+    """Starts an operation (eager mode only) and returns the handle it is kept under."""
+    if not tf.executing_eagerly():
+        raise InvalidUsageError(f"{function} runs eagerly only: inside tf.function use the blocking form, which "
+                                "the graph runs as one op")
+    request = start()
+    S.next_handle += 1
+    S.handles[S.next_handle] = request
+    return S.next_handle
+
+
+def poll(handle: int) -> bool:
+    """True once the operation behind handle has finished."""
+    request = S.handles.get(handle)
+    if request is None:
+        raise ValueError(f"Handle {handle} was not created or has been cleared.")
+    return request.done()
+
+
+def synchronize(handle: int) -> tf.Tensor:
+    """Waits for the operation behind handle, releases the handle and returns its result
+    as a new tensor (raising the operation's error, if any)."""
+    request = S.handles.pop(handle, None)
+    if request is None:
+        raise ValueError(f"Cannot find handle {handle} to synchronize: it was not returned by a *_nonblocking "
+                         "call or was already synchronized.")
+    return request.wait()
+
+
+wait = synchronize
+
+
 # ---- neighbor operations (BlueFog's torch semantics) --------------------------------------------
+def _neighbor_allreduce_args(tensor: Any, self_weight: Optional[float], src_weights: Optional[Dict[int, float]],
+                             dst_weights: Any, enable_topo_check: bool, name: Optional[str],
+                             function: str) -> Tuple[tf.Tensor, Dict[str, Any]]:
+    tensor = _tensor(tensor, function)
+    _check_name(name)
+    if (self_weight is None) != (src_weights is None):
+        raise ValueError("Arguments self_weight and src_weights have to be presented at the same time")
+    if dst_weights is not None and self_weight is None:
+        raise ValueError("Arguments self_weight and src_weights should be presented if enabling dynamic topology.")
+    if self_weight is not None and dst_weights is None and not set(src_weights).issubset(S.in_ranks):
+        raise ValueError("The key of weights should only contain the ranks that belong to in-neighbors and self "
+                         f"rank (in-neighbors: {S.in_ranks}; use dst_weights for a dynamic topology).")
+    if tensor.dtype not in _FLOATS:
+        raise UnsupportedError(f"{function} needs a floating-point tensor, got {tensor.dtype.name}")
+    check = bool(enable_topo_check) and dst_weights is not None
+    return tensor, dict(self_weight=self_weight, src_weights=src_weights, dst_weights=dst_weights,
+                        check_topology=check, name=name)
+
+
 def neighbor_allreduce(tensor: Any, *, self_weight: Optional[float] = None,
                        src_weights: Optional[Dict[int, float]] = None,
                        dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
@@ -229,22 +310,31 @@ def neighbor_allreduce(tensor: Any, *, self_weight: Optional[float] = None,
     src_weights (in-neighbors only) are given. Dynamic: send to dst_weights (a list, or
     {rank: weight} scaling what each receives), receive from src_weights' ranks;
     enable_topo_check verifies collectively that sends and receives match."""
-    tensor = _tensor(tensor, "neighbor_allreduce")
-    _check_name(name)
-    if (self_weight is None) != (src_weights is None):
-        raise ValueError("Arguments self_weight and src_weights have to be presented at the same time")
-    if dst_weights is not None and self_weight is None:
-        raise ValueError("Arguments self_weight and src_weights should be presented if enabling dynamic topology.")
-    if self_weight is not None and dst_weights is None and not set(src_weights).issubset(S.in_ranks):
-        raise ValueError("The key of weights should only contain the ranks that belong to in-neighbors and self "
-                         f"rank (in-neighbors: {S.in_ranks}; use dst_weights for a dynamic topology).")
-    if tensor.dtype not in _FLOATS:
-        raise UnsupportedError(f"neighbor_allreduce needs a floating-point tensor, got {tensor.dtype.name}")
+    tensor, args = _neighbor_allreduce_args(tensor, self_weight, src_weights, dst_weights, enable_topo_check, name,
+                                            "neighbor_allreduce")
     context = _ctx()
-    check = bool(enable_topo_check) and dst_weights is not None
-    return _run(lambda t: context.neighbor_allreduce(t, self_weight=self_weight, src_weights=src_weights,
-                                                     dst_weights=dst_weights, check_topology=check, name=name),
-                tensor)
+    return _run(lambda t: context.neighbor_allreduce(t, **args), tensor)
+
+
+def neighbor_allreduce_nonblocking(tensor: Any, *, self_weight: Optional[float] = None,
+                                   src_weights: Optional[Dict[int, float]] = None,
+                                   dst_weights: Optional[Union[Dict[int, float], List[int]]] = None,
+                                   enable_topo_check: bool = True, name: Optional[str] = None) -> int:
+    """As neighbor_allreduce, started now; returns a handle for poll / synchronize (eager mode)."""
+    tensor, args = _neighbor_allreduce_args(tensor, self_weight, src_weights, dst_weights, enable_topo_check, name,
+                                            "neighbor_allreduce_nonblocking")
+    return _handle(lambda: _ctx().neighbor_allreduce_nonblocking(tensor, **args), "neighbor_allreduce_nonblocking")
+
+
+def _neighbor_allgather_args(tensor: Any, src_ranks: Optional[Sequence[int]], dst_ranks: Optional[Sequence[int]],
+                             enable_topo_check: bool, name: Optional[str],
+                             function: str) -> Tuple[tf.Tensor, Dict[str, Any]]:
+    tensor = _tensor(tensor, function)
+    _check_name(name)
+    if (src_ranks is None) != (dst_ranks is None):
+        raise ValueError("Argument dst_ranks and src_ranks have to be presented at the same time")
+    check = bool(enable_topo_check) and src_ranks is not None
+    return tensor, dict(src_ranks=src_ranks, dst_ranks=dst_ranks, check_topology=check, name=name)
 
 
 def neighbor_allgather(tensor: Any, *, src_ranks: Optional[Sequence[int]] = None,
@@ -252,15 +342,19 @@ def neighbor_allgather(tensor: Any, *, src_ranks: Optional[Sequence[int]] = None
                        name: Optional[str] = None) -> tf.Tensor:
     """The in-neighbors' tensors concatenated along dimension 0 (ascending rank), or
     with src_ranks and dst_ranks (dynamic) the src_ranks' tensors in the order given."""
-    tensor = _tensor(tensor, "neighbor_allgather")
-    _check_name(name)
-    if (src_ranks is None) != (dst_ranks is None):
-        raise ValueError("Argument dst_ranks and src_ranks have to be presented at the same time")
+    tensor, args = _neighbor_allgather_args(tensor, src_ranks, dst_ranks, enable_topo_check, name,
+                                            "neighbor_allgather")
     context = _ctx()
-    check = bool(enable_topo_check) and src_ranks is not None
-    return _run(lambda t: context.neighbor_allgather(t, src_ranks=src_ranks, dst_ranks=dst_ranks,
-                                                     check_topology=check, name=name),
-                tensor, same_shape=False)
+    return _run(lambda t: context.neighbor_allgather(t, **args), tensor, same_shape=False)
+
+
+def neighbor_allgather_nonblocking(tensor: Any, *, src_ranks: Optional[Sequence[int]] = None,
+                                   dst_ranks: Optional[Sequence[int]] = None, enable_topo_check: bool = True,
+                                   name: Optional[str] = None) -> int:
+    """As neighbor_allgather, started now; returns a handle for poll / synchronize (eager mode)."""
+    tensor, args = _neighbor_allgather_args(tensor, src_ranks, dst_ranks, enable_topo_check, name,
+                                            "neighbor_allgather_nonblocking")
+    return _handle(lambda: _ctx().neighbor_allgather_nonblocking(tensor, **args), "neighbor_allgather_nonblocking")
 
 
 # ---- groups of tensors (the optimizers): one call, one order on every rank -------------------------
