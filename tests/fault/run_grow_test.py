@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+from hang_stacks import run_with_stacks
 from ulfm_launch import ULFM_MPIRUN_ARGS
 
 # Errors printed by Open MPI 5.0's launcher (PRRTE, its libevent), not by Starling.
@@ -29,13 +30,16 @@ LAUNCHER_DEFECTS = ("LAUNCHER JOB OBJECT NOT FOUND", "] Epoll MOD(")
 def attempt(command, env, args):
     """One run: (the completed process, seconds, MEMBER lines parsed, problems found)."""
     start = time.monotonic()
-    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    program = shlex.split(args.program)
+    script = next((p for p in program if p.endswith(".py")), program[0])  # the ranks' processes
+    returncode, out, err = run_with_stacks(command, args.limit, script, env=env)
+    run = subprocess.CompletedProcess(command, returncode, out, err)
     took = time.monotonic() - start
     members = [dict(re.findall(r"(\w+)=(\S+)", line.split(" reason=")[0])) | {"line": line}
                for line in run.stdout.splitlines() if line.startswith("MEMBER ")]
     problems = []
     if run.returncode != 0:
-        problems.append(f"mpirun exited with {run.returncode} (124/137: the job did not end within {args.limit} s)")
+        problems.append(f"mpirun exited with {run.returncode} (124: the job did not end within {args.limit} s)")
     problems += [f"member failed: {m['line']}" for m in members if m.get("ok") != "1"]
     if len(members) != args.members:
         problems.append(f"expected {args.members} MEMBER lines, got {len(members)}")
@@ -59,7 +63,7 @@ def main():
     parser.add_argument("--limit", type=int, default=60)
     args = parser.parse_args()
 
-    command = ["timeout", "-k", "5", str(args.limit), args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
+    command = [args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np),
                *shlex.split(args.program), *([args.scenario] if args.scenario else [])]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     run, took, members, problems = attempt(command, env, args)
@@ -73,7 +77,7 @@ def main():
           f"mpirun rc {run.returncode}" + (f", grow took {max(grows):.3f} s" if grows else ""))
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems))
-        print("---- stdout\n" + run.stdout[-4000:] + "\n---- stderr\n" + run.stderr[-4000:])
+        print("---- stdout\n" + run.stdout[-4000:] + "\n---- stderr\n" + run.stderr[-30000:])
         return 1
     return 0
 

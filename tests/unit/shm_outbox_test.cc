@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,42 +15,16 @@
 
 #include "impl/common/error.h"
 #include "impl/transport/shm/outbox.h"
+#include "tests/unit/child_process.h"
 
 namespace starling::transport::shm {
 namespace {
 
+using starling::testing::CodeOf;
+using starling::testing::Reap;
+using starling::testing::Spawn;
+
 uint64_t TestJob() { return (static_cast<uint64_t>(getpid()) << 32) ^ NewNonce(); }
-
-pid_t Spawn(const std::function<bool()>& body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    bool ok = false;
-    try {
-      ok = body();
-    } catch (...) {
-      ok = false;
-    }
-    _exit(ok ? 0 : 1);
-  }
-  return pid;
-}
-
-int Reap(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFSIGNALED(status)) return 1000 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
-Code CodeOf(const std::function<void()>& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return Code::kOk;
-}
 
 unsigned char Pattern(uint32_t n, size_t i) { return static_cast<unsigned char>(n * 131u + i * 7u + (i >> 8)); }
 

@@ -47,7 +47,8 @@ inline void CpuRelax() {
 // The shape of every wait on shared memory: spin for policy.spin_seconds, then sleep in
 // slices of at most policy.slice_seconds, calling `check` (may be empty) before each,
 // which ends the wait by throwing (abort, a dead peer); Error(kTimeout) naming `what`
-// once policy.timeout_seconds (if > 0) has passed.
+// once policy.timeout_seconds (if > 0) has passed. Lives inside one wait: it refers to
+// the caller's `check`.
 class SlicedWait {
  public:
   SlicedWait(const WaitPolicy& policy, const std::function<void()>& check, const char* what);
@@ -57,7 +58,7 @@ class SlicedWait {
   double NextSleep() const;
 
  private:
-  const WaitPolicy& policy_;
+  WaitPolicy policy_;
   const std::function<void()>& check_;
   const char* what_;
   std::chrono::steady_clock::time_point start_;
