@@ -68,7 +68,7 @@ def run_once(args):
     for victim in victims:  # a stopped victim ("stopped") outlives a job that failed
         try:
             with open(f"/proc/{victim['pid']}/cmdline", "rb") as f:
-                if os.path.basename(shlex.split(args.program)[-1]).encode() in f.read():
+                if os.path.basename(script).encode() in f.read():
                     os.kill(int(victim["pid"]), 9)
         except (OSError, KeyError, ValueError):
             pass

@@ -17,6 +17,17 @@ def rank_weights(value: Any, what: str) -> Any:
     raise TypeError(f"{what} must be a dict {{rank: weight}} or a list of ranks, got {type(value).__name__}")
 
 
+def check_rank_keys(weights: Any, allowed: Any, message: str) -> None:
+    """BlueFog's check of a window call's weights: None, or a dict / list / tuple whose
+    ranks are all in `allowed`; ValueError starting with `message` otherwise."""
+    if weights is None:
+        return
+    if not isinstance(weights, (dict, list, tuple)):
+        raise ValueError(f"{message} Got {weights!r}.")
+    if not set(weights).issubset(allowed):
+        raise ValueError(f"{message} Allowed: {allowed}.")
+
+
 def weights_dict(weights: Any, what: str) -> Dict[int, float]:
     """A {rank: weight} map as a dict."""
     if isinstance(weights, dict):

@@ -1,6 +1,6 @@
 """Requests: the handle of a nonblocking operation."""
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from . import _core
 from .errors import StarlingError
@@ -86,3 +86,22 @@ class Request:
     def __repr__(self) -> str:
         state = {_PENDING: "pending", _DONE: "done", _FAILED: "failed"}[self._state]
         return f"<starling.Request {state}>"
+
+
+# The int handles of the framework front ends (starling.torch, starling.tensorflow):
+# each keeps a dict {handle: Request}; these are the lookups all of them share.
+def poll_handle(handles: Dict[int, "Request"], handle: int) -> bool:
+    """True once the request behind handle has finished; the handle stays registered."""
+    request = handles.get(handle)
+    if request is None:
+        raise ValueError(f"Handle {handle} was not created or has been cleared.")
+    return request.done()
+
+
+def take_handle(handles: Dict[int, "Request"], handle: int) -> "Request":
+    """Unregisters handle and returns its request, for synchronize()."""
+    request = handles.pop(handle, None)
+    if request is None:
+        raise ValueError(f"Cannot find handle {handle} to synchronize: it was not returned by a *_nonblocking "
+                         "call or was already synchronized.")
+    return request

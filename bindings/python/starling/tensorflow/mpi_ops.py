@@ -11,6 +11,7 @@ collectives need.
 """
 
 import atexit
+import itertools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import networkx as nx
@@ -22,7 +23,7 @@ from .. import topology_util
 from .._graph_topology import set_graph_topology
 from ..context import Context
 from ..errors import InvalidUsageError, UnsupportedError
-from ..request import Request
+from ..request import Request, poll_handle, take_handle
 
 logger = _logging.logger
 
@@ -39,7 +40,7 @@ class _State:
     in_ranks: List[int] = []
     out_ranks: List[int] = []
     handles: Dict[int, Request] = {}  # the nonblocking forms' requests, by handle
-    next_handle = 0
+    next_handle = itertools.count(1).__next__
 
 
 S = _State()
@@ -252,28 +253,20 @@ def _handle(start: Callable[[], Request], function: str) -> int:
     if not tf.executing_eagerly():
         raise InvalidUsageError(f"{function} runs eagerly only: inside tf.function use the blocking form, which "
                                 "the graph runs as one op")
-    request = start()
-    S.next_handle += 1
-    S.handles[S.next_handle] = request
-    return S.next_handle
+    handle = S.next_handle()
+    S.handles[handle] = start()
+    return handle
 
 
 def poll(handle: int) -> bool:
     """True once the operation behind handle has finished."""
-    request = S.handles.get(handle)
-    if request is None:
-        raise ValueError(f"Handle {handle} was not created or has been cleared.")
-    return request.done()
+    return poll_handle(S.handles, handle)
 
 
 def synchronize(handle: int) -> tf.Tensor:
     """Waits for the operation behind handle, releases the handle and returns its result
     as a new tensor (raising the operation's error, if any)."""
-    request = S.handles.pop(handle, None)
-    if request is None:
-        raise ValueError(f"Cannot find handle {handle} to synchronize: it was not returned by a *_nonblocking "
-                         "call or was already synchronized.")
-    return request.wait()
+    return take_handle(S.handles, handle).wait()
 
 
 wait = synchronize

@@ -11,13 +11,15 @@ state lives in Python).
 """
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+import itertools
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from ..errors import InvalidUsageError, NotFoundError
-from ..request import Request
+from .._args import check_rank_keys
+from ..request import Request, poll_handle
 from .mpi_ops import S, _ctx, _tensor
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -53,8 +55,9 @@ class _TfWindow:
 
 
 _windows: Dict[str, _TfWindow] = {}
-_handles: Dict[int, Tuple[Request, Optional[Callable[[], Any]]]] = {}  # request, what runs after it
-_next_handle = [0]
+_handles: Dict[int, Request] = {}
+_after: Dict[int, Callable[[], Any]] = {}  # what win_wait runs once a handle's request is done
+_next_handle = itertools.count(1).__next__
 
 
 def _window(name: str) -> _TfWindow:
@@ -66,19 +69,12 @@ def _window(name: str) -> _TfWindow:
     return window
 
 
-def _check_keys(weights: Any, allowed: List[int], message: str) -> None:
-    if weights is None:
-        return
-    if not isinstance(weights, (dict, list, tuple)):
-        raise ValueError(f"{message} Got {weights!r}.")
-    if not set(weights).issubset(allowed):
-        raise ValueError(f"{message} Allowed: {allowed}.")
-
-
 def _register(request: Request, after: Optional[Callable[[], Any]] = None) -> int:
-    _next_handle[0] += 1
-    _handles[_next_handle[0]] = (request, after)
-    return _next_handle[0]
+    handle = _next_handle()
+    _handles[handle] = request
+    if after is not None:
+        _after[handle] = after
+    return handle
 
 
 def win_create(tensor: Any, name: str, zero_init: bool = False) -> bool:
@@ -118,7 +114,7 @@ def win_update(name: str, self_weight: Optional[float] = None, neighbor_weights:
         if not isinstance(neighbor_weights, dict):
             raise ValueError("Argument neighbor_weights has to be a dictionary map from the (in-)neighbor rank to "
                              "the weights.")
-        _check_keys(neighbor_weights, S.in_ranks,
+        check_rank_keys(neighbor_weights, S.in_ranks,
                     "The key of weights should only contain the ranks that belong to in-neighbors and self rank.")
         self_weight = float(self_weight)
     window.pull()
@@ -144,7 +140,7 @@ def win_update_then_collect(name: str, require_mutex: bool = True) -> tf.Tensor:
 def _put(kind: int, tensor: Any, name: str, self_weight: Optional[float], dst_weights: Any, require_mutex: bool,
          nonblocking: bool) -> Any:
     window = _window(name)
-    _check_keys(dst_weights, S.out_ranks, "The key of dst_weights should only contain ranks that belong to "
+    check_rank_keys(dst_weights, S.out_ranks, "The key of dst_weights should only contain ranks that belong to "
                                           "out-neighbors (self-rank is not allowed).")
     sw = 1.0 if self_weight is None else float(self_weight)
     window.pull()
@@ -165,8 +161,10 @@ def _put(kind: int, tensor: Any, name: str, self_weight: Optional[float], dst_we
         call = window.window.accumulate_nonblocking if nonblocking else window.window.accumulate
     result = call(data, dst_weights=dst_weights, self_weight=sw, require_mutex=require_mutex)
     # The core scales `data` by self_weight once the put is done; a variable follows then.
-    target = window.variable if data is window.array else tensor if sw != 1.0 else None
-    after = (lambda: target.assign(tf.constant(data))) if sw != 1.0 and target is not None else None
+    after = None
+    target = window.variable if data is window.array else tensor
+    if sw != 1.0 and target is not None:
+        after = lambda: target.assign(tf.constant(data))  # noqa: E731
     if nonblocking:
         return _register(result, after)
     if after is not None:
@@ -202,7 +200,7 @@ def win_accumulate_nonblocking(tensor: Any, name: str, self_weight: Optional[flo
 
 def _get(name: str, src_weights: Any, require_mutex: bool, nonblocking: bool) -> Any:
     window = _window(name)
-    _check_keys(src_weights, S.in_ranks, "The key of src_weights should only contain ranks that belong to "
+    check_rank_keys(src_weights, S.in_ranks, "The key of src_weights should only contain ranks that belong to "
                                          "in-neighbors.")
     window.pull()  # a neighbor's get reads this rank's value while the request is open
     if nonblocking:
@@ -226,11 +224,11 @@ def win_get_nonblocking(name: str, src_weights: Optional[Dict[int, float]] = Non
 def win_wait(handle: int) -> bool:
     """Waits for a nonblocking window operation (a tf.Variable put with self_weight is
     scaled now); False for an unknown handle."""
-    entry = _handles.pop(handle, None)
-    if entry is None:
+    request = _handles.pop(handle, None)
+    if request is None:
         return False
-    request, after = entry
     request.wait()
+    after = _after.pop(handle, None)
     if after is not None:
         after()
     return True
@@ -238,10 +236,7 @@ def win_wait(handle: int) -> bool:
 
 def win_poll(handle: int) -> bool:
     """True once the operation of this handle has finished (the handle stays valid until win_wait)."""
-    entry = _handles.get(handle)
-    if entry is None:
-        raise ValueError(f"Handle {handle} was not created or has been cleared.")
-    return entry[0].done()
+    return poll_handle(_handles, handle)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from ..compression import Compression, as_args as _compression_args
 from .._graph_topology import set_graph_topology
 from ..context import Context, as_topology
 from ..errors import MismatchError, UnsupportedError
-from ..request import Request
+from ..request import Request, poll_handle, take_handle
 from . import _state as S
 
 logger = _logging.logger
@@ -452,20 +452,13 @@ def timeline_context(tensor_name: str, activity_name: str) -> Iterator[None]:
 # ---- handles ------------------------------------------------------------------------------
 def poll(handle: int) -> bool:
     """True once the operation behind handle has finished."""
-    request = S.handles.get(handle)
-    if request is None:
-        raise ValueError(f"Handle {handle} was not created or has been cleared.")
-    return request.done()
+    return poll_handle(S.handles, handle)
 
 
 def synchronize(handle: int) -> torch.Tensor:
     """Waits for the operation behind handle, releases the handle and returns its output
     (raising the operation's error, if any)."""
-    request = S.handles.pop(handle, None)
-    if request is None:
-        raise ValueError(f"Cannot find handle {handle} to synchronize: it was not returned by a *_nonblocking "
-                         "call or was already synchronized.")
-    return request.wait()
+    return take_handle(S.handles, handle).wait()
 
 
 wait = synchronize

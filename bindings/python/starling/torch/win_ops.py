@@ -11,7 +11,8 @@ from typing import Any, Dict, Iterator, List, Optional
 import torch
 
 from ..errors import AlreadyExistsError, NotFoundError
-from ..request import Request
+from .._args import check_rank_keys
+from ..request import Request, poll_handle
 from .. import _logging
 from . import _state as S
 
@@ -24,15 +25,6 @@ def _window(name: str) -> Any:
         raise NotFoundError(f"window {name!r} does not exist (created windows: {sorted(S.windows)}); "
                             "create it with win_create first")
     return window
-
-
-def _check_keys(weights: Optional[Dict[int, float]], allowed: List[int], message: str) -> None:
-    if weights is not None:
-        keys = weights if isinstance(weights, (dict, list, tuple)) else None
-        if keys is None:
-            raise ValueError(f"{message} Got {weights!r}.")
-        if not set(keys).issubset(allowed):
-            raise ValueError(f"{message} Allowed: {allowed}.")
 
 
 def _register(request: Request) -> int:
@@ -82,7 +74,7 @@ def win_update(name: str, self_weight: Optional[float] = None, neighbor_weights:
                              "the weights.")
         if not isinstance(self_weight, float):
             raise ValueError("Argument self_weight has to be a float for self rank.")
-        _check_keys(neighbor_weights, S.in_ranks,
+        check_rank_keys(neighbor_weights, S.in_ranks,
                     "The key of weights should only contain the ranks that belong to in-neighbors and self rank.")
     before = window.tensor.clone() if clone else None
     window.update(self_weight=self_weight, neighbor_weights=neighbor_weights, reset=reset,
@@ -104,7 +96,7 @@ def _put(kind: int, tensor: torch.Tensor, name: str, self_weight: Optional[float
     if S.handle is None:
         raise S.unavailable()
     window = _window(name)
-    _check_keys(dst_weights, S.out_ranks, "The key of dst_weights should only contain ranks that belong to "
+    check_rank_keys(dst_weights, S.out_ranks, "The key of dst_weights should only contain ranks that belong to "
                                           "out-neighbors (self-rank is not allowed).")
     sw = 1.0 if self_weight is None else self_weight
     if kind == 0:
@@ -144,7 +136,7 @@ def _get(name: str, src_weights: Any, require_mutex: bool, nonblocking: bool) ->
     if S.handle is None:
         raise S.unavailable()
     window = _window(name)
-    _check_keys(src_weights, S.in_ranks, "The key of src_weights should only contain ranks that belong to "
+    check_rank_keys(src_weights, S.in_ranks, "The key of src_weights should only contain ranks that belong to "
                                          "in-neighbors.")
     if nonblocking:
         return _register(window.get_nonblocking(src_weights=src_weights, require_mutex=require_mutex))
@@ -184,10 +176,7 @@ def win_wait(handle: int) -> bool:
 
 def win_poll(handle: int) -> bool:
     """True once the window operation of this handle has finished (the handle stays valid until win_wait)."""
-    request = S.win_handles.get(handle)
-    if request is None:
-        raise ValueError(f"Handle {handle} was not created or has been cleared.")
-    return request.done()
+    return poll_handle(S.win_handles, handle)
 
 
 @contextlib.contextmanager
