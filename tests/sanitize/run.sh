@@ -41,13 +41,14 @@ for stage in "${stages[@]}"; do
     asan)
       # Every MPI program at every rank count ctest registers (fused, unfused and
       # small-chunk variants included), and the Python suite on the same library; not
-      # the 4-rank runs of the four slowest (95 of the 320 test-seconds; their 2- and
-      # 3-rank runs cover the same code, and stage 1 runs them at 4 ranks unsanitized).
+      # the 3- and 4-rank runs of the slowest (window stress, the GPU operations), the
+      # 1- and 4-rank Python suite (about 180 of the 490 test-seconds, CI time: their
+      # 2-rank runs cover the same code, and stage 1 runs them all unsanitized).
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
         '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|mpi\.shm_neighbor\.np2$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
-        '^(python\.suite|mpi\.window_stress|gpu\.ops_(nccl|staged))\.np4$'
+        '^(python\.(suite\.np[14]|environment\.np4)|mpi\.window_stress(_noshm)?\.np[34]|gpu\.ops_(nccl|staged)\.np[34])$'
       ;;
     tsan)
       # The progress engine, fusion and the window service with their threads, at 2
