@@ -35,8 +35,38 @@ std::string Describe(int status) {
 
 }  // namespace
 
-bool RankWatch::ExitedNormally(pid_t pid) const {
-  return !marks_.empty() && access((marks_ + "/" + std::to_string(pid)).c_str(), F_OK) == 0;
+bool RankWatch::ExitedNormally(pid_t pid) const { return MarkStatus(pid) != -1; }
+
+int RankWatch::MarkStatus(pid_t pid) const {
+  if (marks_.empty()) return -1;
+  std::ifstream in(marks_ + "/" + std::to_string(pid));
+  if (!in) return -1;
+  int status = -2;
+  if (!(in >> status) || status < 0) return -2;
+  return status;
+}
+
+bool RankWatch::SurvivorsSucceeded() const {
+  if (marks_.empty() || static_cast<int>(ranks_.size()) < expected_) return false;
+  int succeeded = 0;
+  for (const auto& [pid, r] : ranks_) {
+    if (r.how == "exited with status 0" || MarkStatus(pid) == 0) {
+      ++succeeded;
+    } else if (!r.reported || r.how.rfind("exited", 0) == 0 || ExitedNormally(pid)) {
+      return false;  // not seen dying, or ended with another status
+    }
+  }
+  DIR* dir = opendir(marks_.c_str());
+  if (dir == nullptr) return false;
+  bool all_zero = true;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    all_zero = all_zero && MarkStatus(static_cast<pid_t>(pid)) == 0;
+  }
+  closedir(dir);
+  return all_zero && succeeded > 0;
 }
 
 void RankWatch::Scan() {

@@ -29,6 +29,11 @@ class RankWatch {
   // After mpirun exited: the last lines (ranks that ended `settle` before the last one).
   std::vector<std::string> Finish(std::chrono::steady_clock::duration settle = std::chrono::milliseconds(100));
   int died() const { return died_; }
+  // After Finish: whether every process of the job ended as a fault-tolerant job may:
+  // every rank was found here (none ran on another host), each either died (reported)
+  // or exited with status 0, at least one exited so, and every exit mark left (by the
+  // processes a grow started too, which the watch does not follow) says status 0.
+  bool SurvivorsSucceeded() const;
 
  private:
   struct Rank {
@@ -40,6 +45,8 @@ class RankWatch {
   };
   void Scan();
   bool ExitedNormally(pid_t pid) const;
+  // The status in `pid`'s exit mark: -1 without a mark, -2 when it holds none.
+  int MarkStatus(pid_t pid) const;
   pid_t root_;
   int expected_;
   std::string marks_;

@@ -220,6 +220,15 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
   if (watch_ranks && watch.died() > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
     std::fprintf(stderr, "starlingrun: %d rank(s) died; the survivors finished\n", watch.died());
   }
+  // Open MPI 5's prterun exits 137 by itself (not killed) once a process that a grow
+  // started (MPI_Comm_spawn) was killed, even when every other process finished well:
+  // then the job did what a fault-tolerant job should.
+  if (watch_ranks && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 137 && watch.SurvivorsSucceeded()) {
+    std::fprintf(stderr,
+                 "starlingrun: mpirun exited 137 (Open MPI's status once a process started by a grow was killed), "
+                 "but every other process exited with status 0: exit status 0\n");
+    return 0;
+  }
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return 1;

@@ -15,6 +15,7 @@ Prints detection (kill -> last survivor's PEER_FAILED), recovery (kill -> last
 survivor repaired) and grow times: median and worst.
 
   run_marathon.py --mpiexec mpirun --np 6 --program marathon_program --cycles 200 --interval 2
+  run_marathon.py --starlingrun starlingrun ...        (starlingrun --fault-tolerant, as users do)
   run_marathon.py ... --launch 'mh_exec host1 ...'   (a launch prefix: see failure_marathon.sh)
 """
 import argparse
@@ -77,7 +78,9 @@ def stats(values):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--mpiexec", help="Open MPI 5's mpirun (or --starlingrun)")
+    parser.add_argument("--starlingrun", help="start the job with starlingrun --fault-tolerant instead "
+                        "(it runs the mpirun first on PATH)")
     parser.add_argument("--np", type=int, default=6)
     parser.add_argument("--program", required=True)
     parser.add_argument("--cycles", type=int, default=200)
@@ -90,6 +93,8 @@ def main():
     parser.add_argument("--launch", default="", help="prefix for the mpirun command line (e.g. a namespace host)")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
+    if not args.mpiexec and not args.starlingrun:
+        parser.error("give --mpiexec or --starlingrun")
     rng = random.Random(args.seed)
     protected = {int(r) for r in args.protect.split(",") if r.strip()}
     workdir = tempfile.mkdtemp(prefix="starling-marathon-")
@@ -98,8 +103,13 @@ def main():
     job_tmp = os.path.join(workdir, "tmp")
     os.mkdir(job_tmp)
     members_path, log_path = os.path.join(workdir, "members"), os.path.join(workdir, "log")
-    command = [*shlex.split(args.launch), "timeout", "-k", "10", str(int(args.limit)), args.mpiexec,
-               *ULFM_MPIRUN_ARGS, "-np", str(args.np), *shlex.split(args.mpirun_args), args.program, workdir]
+    if args.starlingrun:  # as users start such a job: the launcher adds the ULFM flags
+        launcher = [args.starlingrun, "--fault-tolerant", "-np", str(args.np)]
+        if args.mpirun_args:
+            launcher += ["--mpi-args", args.mpirun_args]
+    else:
+        launcher = [args.mpiexec, *ULFM_MPIRUN_ARGS, "-np", str(args.np), *shlex.split(args.mpirun_args)]
+    command = [*shlex.split(args.launch), "timeout", "-k", "10", str(int(args.limit)), *launcher, args.program, workdir]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe", TMPDIR=job_tmp)
     out_path = os.path.join(workdir, "mpirun.out")
     start = time.monotonic()
@@ -233,6 +243,10 @@ def main():
     print(f"  left behind: {len(left)} processes, {len(shm_left)} of {len(shm)} shared-memory files, "
           f"{len(tmp_left)} temporary files")
     print(f"  final job: {len(finals)} members, exact results on {sum(f.get('exact') == '1' for f in finals)}")
+    if args.starlingrun:  # what the launcher said of the job's end
+        for line in open(out_path).read().splitlines():
+            if line.startswith("starlingrun:"):
+                print("  " + line)
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems[:20]))
         print("---- mpirun output (tail)\n" + open(out_path).read()[-3000:])
