@@ -127,15 +127,26 @@ def _end(pid: int, marker: str, sig: int, grace: float) -> None:
         child.wait()
 
 
+def _net_namespace(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return ""  # gone (no match); where none is readable, every process matches
+
+
 def _carrying(token: str) -> List[int]:
     """Pids of this machine's processes whose environment has STARLING_IPP_CLUSTER=token:
     everything the cluster started here, the engines' nannies included (ipyparallel
-    starts each in a session of its own, out of reach of the launcher's signals)."""
+    starts each in a session of its own, out of reach of the launcher's signals).
+    Only those in this process's network namespace: where hosts are namespaces (or
+    containers) sharing one /proc, another host's engines are not ours to kill; they
+    end with their job (mpirun), their nannies with them."""
     mark, found = f"STARLING_IPP_CLUSTER={token}".encode(), []
+    here = _net_namespace("self")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                if mark in f.read().split(b"\0"):
+                if mark in f.read().split(b"\0") and _net_namespace(pid) == here:
                     found.append(int(pid))
         except OSError:
             pass

@@ -30,9 +30,17 @@ def _connection_file(rank: int) -> str:
     if not encoded:
         sys.exit("starling.interactive: STARLING_IPP_ENGINE is not set; engines are started by "
                  "`starlingrun start`, not directly")
+    data = base64.b64decode(encoded)
+    if hasattr(os, "memfd_create"):
+        # A file in memory (Linux): it goes with the engine however the engine ends, so a
+        # killed engine leaves no copy of the controller's key behind. ipyparallel reads
+        # it once, at start.
+        fd = os.memfd_create(f"starling-engine-{rank}")
+        os.write(fd, data)
+        return f"/proc/{os.getpid()}/fd/{fd}"
     fd, path = tempfile.mkstemp(prefix=f"starling-engine-{rank}-", suffix=".json")
     with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(encoded))
+        f.write(data)
     atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     return path
 
