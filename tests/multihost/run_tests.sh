@@ -7,7 +7,8 @@
 #                --program PATH [--collectives PATH] [--neighbor PATH] [--windows PATH]
 #                [--python-dir DIR --python-tests DIR] [--rate RATE]
 #
-# full: every test program whole, a Python optimizer, a rank and a host killed.
+# full: every test program whole, a Python optimizer, a notebook on engines across the
+# hosts (starlingrun start -H, notebook_check.py), a rank and a host killed.
 # short: the machine checks, subsets of the programs, a host killed.
 # Exits 77 (skipped) where namespaces cannot be made, unless STARLING_REQUIRE_MULTIHOST=1.
 # Prints one line per check (kill checks with their measured times); exits 1 if any failed.
@@ -111,6 +112,25 @@ gtest() {
   job "$name" -H "$host_list" "$prog" "--gtest_filter=$filter"
 }
 
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# True once no process is left in any host's namespace (waits up to $1 seconds).
+hosts_empty() {
+  local deadline=$(($(date +%s) + $1)) host busy
+  while :; do
+    busy=""
+    for host in "${MH_HOSTS[@]}"; do [[ -n $(mh_pids "$host") ]] && busy+=" $host"; done
+    [[ -z $busy ]] && return 0
+    if (($(date +%s) >= deadline)); then
+      echo "     processes left on$busy:" >&2
+      for host in $busy; do for p in $(mh_pids "$host"); do ps -o pid=,args= -p "$p" >&2 || true; done; done
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
 # --- Machines detected from the hosts, hierarchical operations ----------------------
 job "machines: $hosts machines of $per_host ranks detected; local_allreduce, set_machine_topology, hierarchical_neighbor_allreduce (static, dynamic) (-H)" \
   -H "$host_list" "$program" machines "$hosts" "$per_host"
@@ -150,28 +170,76 @@ if [[ $suite == full && -n $python_dir && -d $python_dir/starling ]]; then
   echo "     each rank: $(grep -m1 -E '^[0-9]+ passed in ' "$WORK/out" || true)"
 fi
 
+# --- A Jupyter notebook on engines across the hosts (starlingrun start -H) -----------
+# As a user does: `starlingrun start` on host1, then a notebook there (a real kernel,
+# through nbclient) that connects with ipyparallel; notebook_check.py runs %%px cells on
+# every engine and checks them against NumPy, ranks and hosts. `starlingrun stop` must
+# then leave nothing on any host, whatever the notebook did.
+notebook_test() {
+  local py=/usr/bin/python3 profile=multihost rc=0 t0 t1 t2 t3 left
+  local need="ipyparallel, nbclient, nbformat, ipykernel"
+  if ! "$py" -c "import ipyparallel, nbclient, nbformat, ipykernel" >"$WORK/out" 2>&1; then
+    if [[ ${CI:-} == true ]]; then
+      fail "notebook across hosts: $py lacks one of $need (CI=true)"
+    else
+      echo "skip - notebook across hosts: $py lacks one of $need (packaging/install-deps.sh installs them)"
+    fi
+    return 0
+  fi
+  # Its own IPython directory: its profile and processes are told apart from any other.
+  local ipython="$WORK/ipython"
+  local nb_env=(env IPYTHONDIR="$ipython" JUPYTER_RUNTIME_DIR="$ipython/runtime" PYTHONPATH="$python_dir"
+    STARLING_PYTHON="$py" PYTHONDONTWRITEBYTECODE=1 PYDEVD_DISABLE_FILE_VALIDATION=1)
+  t0=$(now)
+  mh_exec host1 "${nb_env[@]}" timeout -k 5 90 "$run" start -np "$total" -H "$host_list" --profile "$profile" \
+    "${common[@]}" -x NOTEBOOK_CHECK=forwarded >"$WORK/out" 2>&1 || rc=$?
+  t1=$(now)
+  if [[ $rc != 0 ]]; then
+    fail "notebook: starlingrun start -np $total -H $host_list (exit $rc)"
+  else
+    mh_exec host1 "${nb_env[@]}" timeout -k 5 120 "$py" "$here/notebook_check.py" "$profile" "$hosts" "$per_host" \
+      >"$WORK/out" 2>&1 || rc=$?
+    [[ $rc == 0 ]] || fail "notebook: %%px cells across the hosts (notebook_check.py exit $rc)"
+  fi
+  t2=$(now)
+  # Always, so that a failure above leaves nothing either.
+  local stop_rc=0
+  mh_exec host1 "${nb_env[@]}" timeout -k 5 60 "$run" stop --profile "$profile" >"$WORK/stop" 2>&1 || stop_rc=$?
+  t3=$(now)
+  if [[ $stop_rc != 0 ]] || { [[ $rc == 0 ]] && [[ -s $WORK/stop ]]; }; then
+    cp "$WORK/stop" "$WORK/out"
+    fail "notebook: starlingrun stop (exit $stop_rc)"
+  fi
+  # Nothing of the cluster on any host (engines, nannies, controller, kernel, mpirun),
+  # nor anywhere else with its IPython directory.
+  local environ pid host on_hosts=" "
+  left=""
+  hosts_empty 5 2>"$WORK/left" || left=yes
+  for host in "${MH_HOSTS[@]}"; do on_hosts+="$(mh_pids "$host" | tr '\n' ' ')"; done
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}
+    pid=${pid%/environ}
+    if [[ $on_hosts != *" $pid "* ]] && grep -qzxF "IPYTHONDIR=$ipython" "$environ" 2>/dev/null; then
+      left=yes
+      echo "     left outside the hosts: $(ps -o pid=,args= -p "$pid" || true)" >>"$WORK/left"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  if [[ -n $left ]]; then
+    cp "$WORK/left" "$WORK/out"
+    fail "notebook: processes left after starlingrun stop"
+    for host in "${MH_HOSTS[@]}"; do mh_kill_host "$host"; done  # the kill checks need empty hosts
+  elif [[ $rc == 0 ]]; then
+    pass "notebook: starlingrun start -H (ranks on $hosts hosts) $(elapsed "$t0" "$t1") s, %%px cells checked against NumPy $(elapsed "$t1" "$t2") s, stop $(elapsed "$t2" "$t3") s, nothing left on any host"
+    echo "     $(grep -m1 '^notebook_check: engines' "$WORK/out" || true)"
+  fi
+}
+if [[ $suite == full && -n $python_dir && -d $python_dir/starling ]]; then notebook_test; fi
+
 # --- A rank or a host dies mid-run ---------------------------------------------------
 # The job (allreduce in a loop) must end with a non-zero exit, and every process of it
 # on every host must be gone, within BOUND seconds of the kill.
 BOUND=15
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-
-# True once no process is left in any host's namespace (waits up to $1 seconds).
-hosts_empty() {
-  local deadline=$(($(date +%s) + $1)) host busy
-  while :; do
-    busy=""
-    for host in "${MH_HOSTS[@]}"; do [[ -n $(mh_pids "$host") ]] && busy+=" $host"; done
-    [[ -z $busy ]] && return 0
-    if (($(date +%s) >= deadline)); then
-      echo "     processes left on$busy:" >&2
-      for host in $busy; do for p in $(mh_pids "$host"); do ps -o pid=,args= -p "$p" >&2 || true; done; done
-      return 1
-    fi
-    sleep 0.05
-  done
-}
 
 # kill_test WHAT: WHAT = rank (the last rank, on the last host), or a host name.
 kill_test() {
