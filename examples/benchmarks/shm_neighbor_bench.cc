@@ -3,6 +3,7 @@
 //   neighbor        starling_neighbor_allreduce, uniform weights
 //   win_put         starling_window_put to every out-neighbor + starling_window_update
 //   win_accumulate  starling_window_accumulate to every out-neighbor
+//   pair_gossip     starling_pair_gossip with rank ^ 1, weights 0.5 and 0.5 (even sizes)
 // each through shared memory, or through MPI with STARLING_SHM=0, against:
 //   raw_mpi   MPI_Irecv from each in-neighbor, MPI_Isend to each out-neighbor,
 //             MPI_Waitall, then the same combine in one pass (the MPI path's floor;
@@ -90,8 +91,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--op") == 0) op = argv[i + 1];
     if (std::strcmp(argv[i], "--require-mutex") == 0) require_mutex = std::atoi(argv[i + 1]);
   }
-  if (op != "neighbor" && op != "win_put" && op != "win_accumulate") {
-    std::fprintf(stderr, "--op must be neighbor, win_put or win_accumulate, not %s\n", op.c_str());
+  if (op != "neighbor" && op != "win_put" && op != "win_accumulate" && op != "pair_gossip") {
+    std::fprintf(stderr, "--op must be neighbor, win_put, win_accumulate or pair_gossip, not %s\n", op.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   starling_context_t ctx;
@@ -105,6 +106,15 @@ int main(int argc, char** argv) {
   std::vector<int> in(nin), out(nout);
   if (nin) starling_in_neighbors(ctx, in.data(), nin, &nin);
   if (nout) starling_out_neighbors(ctx, out.data(), nout, &nout);
+  const bool gossip = op == "pair_gossip";
+  if (gossip) {  // one partner, both ways: the raw code and the local limit are those of an in-degree of 1
+    if (size % 2 != 0) {
+      if (rank == 0) std::fprintf(stderr, "--op pair_gossip needs an even number of ranks\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    in = out = {rank ^ 1};
+    nin = nout = 1;
+  }
   const char* shm = std::getenv("STARLING_SHM");
   const std::string path = shm != nullptr && std::string(shm) == "0" ? "mpi" : "shm";
   if (rank == 0) {
@@ -141,6 +151,8 @@ int main(int argc, char** argv) {
         Check(starling_window_update(win, &uargs), "window_update");
       } else if (accumulate) {
         Check(starling_window_accumulate(win, &tx, &wargs), "window_accumulate");
+      } else if (gossip) {
+        Check(starling_pair_gossip(ctx, &tx, &to, rank ^ 1, 0.5, 0.5, nullptr), "pair_gossip");
       } else {
         Check(starling_neighbor_allreduce(ctx, &tx, &to, nullptr), "neighbor_allreduce");
       }

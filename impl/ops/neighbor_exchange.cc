@@ -3,129 +3,17 @@
 #include <cstring>
 #include <set>
 
-#include "impl/runtime/wait_monitor.h"
-#include "impl/transport/shm/links.h"
+#include "impl/ops/shm_data.h"
 
 namespace starling::ops {
 namespace {
 
 using transport::shm::NeighborLinks;
 
-// Where this exchange's data went in the sender's outbox: its publication number and
-// each outgoing segment's offset.
-struct Published {
-  uint32_t number = 0;
-  std::vector<uint64_t> offsets;
-};
-
-// Segments start on 64-byte boundaries in an outbox buffer (aligned vector loads).
-constexpr size_t kShmAlign = 64;
-size_t AlignUp(size_t bytes) { return (bytes + kShmAlign - 1) / kShmAlign * kShmAlign; }
-
-// How long a writer waits for a reader to release the buffer it needs before it sends
-// that exchange through MPI instead. Readers release a publication as soon as they have
-// combined it, and copy it out when a wait for a peer lasts while they hold it (Detach below), so in
-// practice this is a lagging or descheduled reader; giving up after a bounded time keeps
-// every other case (a reader blocked on an MPI send to this rank) from deadlocking.
-constexpr double kGiveUpSeconds = 0.1;
-
 // How long a reader waits for more frames before it copies what it holds of its peers'
 // outboxes out of them (Detach), so that a peer that needs its buffer back is held up by
-// at most this long, far below kGiveUpSeconds.
+// at most this long, far below the writer's give-up time (shm_data.cc).
 constexpr double kDetachAfterSeconds = 0.0005;
-
-// The checks of every wait for peers (abort, STARLING_TIMEOUT_SECONDS, a gone peer,
-// stall warnings), for a wait on shared-memory counters.
-class SharedWait {
- public:
-  SharedWait(runtime::Context& context, const LazyText& what, std::set<int> ranks, const char* doing)
-      : context_(context), monitor_(context, what, context.sequence()), ranks_(std::move(ranks)), doing_(doing) {
-    policy.spin_seconds = context.config().spin_microseconds * 1e-6;
-    policy.slice_seconds = 0.001;  // abort and the deadlines are looked at every millisecond
-    check = [this] {
-      monitor_.CheckAborted();
-      context_.ServiceBackground();
-      monitor_.Check([this] {
-        runtime::Awaited a;
-        a.ranks = ranks_;
-        std::string list;
-        for (int r : ranks_) list += Str(list.empty() ? "" : ", ", r);
-        a.text = Str("rank(s) ", list, " (", doing_, ")");
-        return a;
-      });
-    };
-  }
-  transport::shm::WaitPolicy policy;
-  std::function<void()> check;
-
- private:
-  runtime::Context& context_;
-  runtime::WaitMonitor monitor_;
-  std::set<int> ranks_;
-  const char* doing_;
-};
-
-// Publishes the outgoing data once for every destination linked through shared memory
-// (the readers), or returns false: none linked, below STARLING_SHM_MIN_BYTES, too large,
-// or the buffer still held by a reader after kGiveUpSeconds (then the frames carry the
-// data, as on the MPI path).
-bool Publish(runtime::Context& context, NeighborLinks* links, const std::vector<int>& destinations,
-             const std::vector<Outgoing>& outgoing, const LazyText& what, Published* published) {
-  if (links == nullptr) return false;
-  std::vector<uint32_t> readers;
-  std::set<int> ranks;
-  for (int d : destinations) {
-    if (!links->linked(d)) continue;
-    readers.push_back(links->reader_index(d));
-    ranks.insert(d);
-  }
-  if (readers.empty()) return false;
-  size_t total = 0;
-  std::vector<uint64_t> offsets;
-  for (const Outgoing& o : outgoing) {
-    offsets.push_back(total);
-    total = AlignUp(total + o.info.bytes);
-  }
-  if (total == 0 || total < context.config().shm_min_bytes) return false;
-  SharedWait wait(context, what, std::move(ranks), "not releasing this rank's shared-memory buffer");
-  char* buffer = links->own().Begin(total, readers, kGiveUpSeconds, wait.policy, wait.check);
-  if (buffer == nullptr) return false;
-  for (size_t i = 0; i < outgoing.size(); ++i)
-    if (outgoing[i].info.bytes > 0) std::memcpy(buffer + offsets[i], outgoing[i].data, outgoing[i].info.bytes);
-  published->number = links->own().Publish();
-  published->offsets = std::move(offsets);
-  return true;
-}
-
-// A receiver's hold on one publication of a peer's outbox: released (with every earlier
-// one) when the last segment read from it is dropped.
-class Lease {
- public:
-  Lease(std::shared_ptr<NeighborLinks> links, int peer, uint32_t number)
-      : links_(std::move(links)), peer_(peer), number_(number) {}
-  ~Lease() {
-    try {
-      links_->outbox_of(peer_).Release(links_->my_index_in(peer_), number_);
-    } catch (...) {  // an index checked when linked: cannot happen
-    }
-  }
-  Lease(const Lease&) = delete;
-  Lease& operator=(const Lease&) = delete;
-
- private:
-  std::shared_ptr<NeighborLinks> links_;
-  int peer_;
-  uint32_t number_;
-};
-
-// Reads a segment from `source`'s outbox. Its publication was made before the frame
-// announcing it was sent, so it is visible at once; the wait is bounded all the same
-// by the checks every wait for peers has (abort, timeout, a gone peer).
-const char* ReadShared(runtime::Context& context, const NeighborLinks& links, int source, const SegmentInfo& info,
-                       const LazyText& what) {
-  SharedWait wait(context, what, {source}, "its shared-memory publication is not visible");
-  return links.outbox_of(source).Read(info.shm_publication, info.shm_offset, info.bytes, wait.policy, wait.check);
-}
 
 // Copies a segment still in a peer's outbox into scratch and lets the publication go.
 // Done to everything held once a wait for more frames lasts kDetachAfterSeconds, so a
@@ -220,7 +108,7 @@ void ReceiveFrame(runtime::Context& context, const std::shared_ptr<NeighborLinks
                      ")");
       if (!lease) lease = std::make_shared<Lease>(links, source, info.shm_publication);
       segment.lease = lease;
-      segment.data = ReadShared(context, *links, source, info, what);
+      segment.data = ReadShared(context, *links, source, info.shm_publication, info.shm_offset, info.bytes, what);
       if (transport::Traffic* traffic = context.transport().traffic()) traffic->ReceivedShared(source, info.bytes);
     } else {
       segment.storage = storage;
@@ -275,7 +163,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
   Mailbox& mailbox = context.Extension<Mailbox>();
   const std::shared_ptr<NeighborLinks> links = context.shm_links();  // kept for the leases
   Published published;
-  const bool shared = Publish(context, links.get(), destinations, outgoing, what, &published);
+  const bool shared = PublishShared(context, links.get(), destinations, outgoing, what, &published);
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());

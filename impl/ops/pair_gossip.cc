@@ -1,15 +1,20 @@
 // pair_gossip: two ranks exchange tensors on their own channel (only the pair calls
 // it, so it takes no part in the context's collective sequence) and each computes
-// out = self_weight * in + pair_weight * peer's in.
+// out = self_weight * in + pair_weight * peer's in. Between ranks of one host the
+// tensors go through shared memory (shm_data.h).
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 #include "impl/ops/neighbor.h"
 #include "impl/ops/reduce.h"
+#include "impl/ops/shm_data.h"
 
 #include <cmath>
 
 namespace starling::ops {
 namespace {
+
+// A frame's aux when the data is in the sender's outbox: this bit, and the publication.
+constexpr uint64_t kInOutbox = uint64_t{1} << 32;
 
 class PairGossipOp : public runtime::Op {
  public:
@@ -26,18 +31,43 @@ class PairGossipOp : public runtime::Op {
     sig.kind = OpKind::kPairGossip;
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.numel);
+    const LazyText what = Label();
     Agreement agreement(context.rank(), sig);
-    Exchange ex(context, transport::Channel::kPeer, Label());
+    // On one host the data goes through this rank's outbox, as neighbor data does
+    // (shm_data.h); the frame then says where (aux) and carries no payload.
+    const std::shared_ptr<transport::shm::NeighborLinks> links = context.shm_links();
+    Outgoing outgoing;
+    outgoing.info.bytes = in_.bytes;
+    outgoing.data = in_.data;
+    Published published;
+    const bool shared = PublishShared(context, links.get(), {peer_}, {outgoing}, what, &published);
+    transport::Traffic* traffic = context.transport().traffic();
+    if (shared && traffic) traffic->SentShared(peer_, in_.bytes);
+    Exchange ex(context, transport::Channel::kPeer, what);
     Header header;
     agreement.Stamp(&header);
-    header.payload_bytes = in_.bytes;
+    header.payload_bytes = shared ? 0 : in_.bytes;
+    header.aux = shared ? (kInOutbox | published.number) : 0;
     ex.SendFrame(peer_, header, in_.data);
     const int frame = ex.RecvFrame(peer_);
     ex.Wait();
     const Header& h = ex.header(frame);
-    STARLING_CHECK(agreement.Check(h) && h.payload_bytes == in_.bytes, Code::kMismatch, "rank ", peer_, " sent ",
-                   DescribeSignature(h.sig), " but this rank called ", DescribeSignature(sig));
+    const bool in_outbox = h.aux != 0;
+    std::unique_ptr<Lease> lease;  // the peer's publication, released when done (or refused)
+    if (in_outbox) {
+      STARLING_CHECK((h.aux >> 32) == (kInOutbox >> 32) && h.payload_bytes == 0 && links && links->linked(peer_),
+                     Code::kTransport, what(), ": rank ", peer_, " announced data in shared memory that this rank ",
+                     "cannot read (", links && links->linked(peer_) ? "a malformed frame" : "the two ranks share no memory",
+                     ")");
+      lease = std::make_unique<Lease>(links, peer_, static_cast<uint32_t>(h.aux));
+    }
+    STARLING_CHECK(agreement.Check(h) && (in_outbox || h.payload_bytes == in_.bytes), Code::kMismatch, "rank ", peer_,
+                   " sent ", DescribeSignature(h.sig), " but this rank called ", DescribeSignature(sig));
     const void* peer_data = ex.payload(frame);
+    if (in_outbox) {
+      peer_data = ReadShared(context, *links, peer_, static_cast<uint32_t>(h.aux), 0, in_.bytes, what);
+      if (traffic) traffic->ReceivedShared(peer_, in_.bytes);
+    }
     WeightedSum(out_.data, in_.data, self_weight_, &peer_data, &pair_weight_, 1, out_.numel, out_.dtype);
   }
 

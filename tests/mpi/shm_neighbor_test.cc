@@ -288,6 +288,54 @@ TEST_F(ShmNeighbor, DataGoesThroughSharedMemory) {
       << "rank " << source << "'s data, whichever way it came";
 }
 
+// pair_gossip between partners that change every round (AD-PSGD's pattern), sizes on
+// both sides of each threshold, a rank at another speed, in place and not: the weighted
+// pair average in float64; with every rank on this host and the path on, the data goes
+// through shared memory (counted as such), else through MPI.
+TEST_F(ShmNeighbor, PairGossipThroughSharedMemory) {
+  if (size < 2) GTEST_SKIP() << "needs a peer";
+  int local = 0;
+  ASSERT_OK(starling_local_size(ctx, &local));
+  const int pairs = size / 2 * 2;  // an odd rank out sits each round out
+  uint64_t data = 0;
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  int round = 0;
+  for (size_t n : Counts()) {
+    for (int shift = 0; shift < 2; ++shift, ++round) {
+      // Round r pairs rank i with (i + offset) within the first `pairs` ranks, offset
+      // odd so that it is a perfect matching: i and i ^ 1, or i and i +- (1 + 2 shift).
+      const int offset = 1 + 2 * (shift % ((pairs + 1) / 2));
+      const int slot = (rank / offset) % 2;
+      const int peer = slot == 0 ? rank + offset : rank - offset;
+      if (rank >= pairs || peer < 0 || peer >= pairs) continue;
+      if (rank == 0 && round % 3 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::vector<float> x(n), out(n);
+      for (size_t i = 0; i < n; ++i) x[i] = Datum(rank, i, round);
+      int64_t sx, so;
+      DLTensor tx = View(x, &sx), to = View(out, &so);
+      const bool in_place = round % 2 == 1;
+      ASSERT_OK(starling_pair_gossip(ctx, &tx, in_place ? &tx : &to, peer, 0.25, 0.75, "pg"));
+      const std::vector<float>& got = in_place ? x : out;
+      for (size_t i = 0; i < n; ++i) {
+        const double expected = 0.25 * Datum(rank, i, round) + 0.75 * Datum(peer, i, round);
+        ASSERT_NEAR(got[i], expected, 2e-6) << "round " << round << ", peer " << peer << ", " << n
+                                            << " elements, element " << i;
+      }
+      data += n * sizeof(float);
+    }
+  }
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  const uint64_t shared = after.shm_bytes_sent - before.shm_bytes_sent;
+  const bool path_on = !ShmOff() && local == size && EnvBytes("STARLING_SHM_MIN_BYTES", 0) == 0 &&
+                       EnvBytes("STARLING_SHM_BUFFER_BYTES", 1u << 30) >= (1u << 20) + 64;
+  if (path_on && rank < pairs) {
+    EXPECT_EQ(shared, data) << "every pair_gossip through shared memory";
+  } else if (ShmOff()) {
+    EXPECT_EQ(shared, 0u) << "STARLING_SHM=0: nothing through shared memory";
+  }
+}
+
 // Ranks disagreeing on the size, one of them through shared memory and the other through
 // MPI (or both, on either side of a threshold): MISMATCH where a source disagrees, no
 // hang, and the next call is right.

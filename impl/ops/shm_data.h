@@ -1,0 +1,73 @@
+// An operation's data through shared memory between ranks of one host (Context::
+// shm_links): the sender publishes it once into its outbox (transport/shm/outbox.h) and
+// announces it in its frame; each receiver reads it there, in place, and releases it.
+// Used by neighbor exchanges (neighbor_exchange.cc) and pair_gossip.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "impl/ops/neighbor_exchange.h"
+#include "impl/runtime/context.h"
+#include "impl/runtime/wait_monitor.h"
+#include "impl/transport/shm/links.h"
+
+namespace starling::ops {
+
+// Where an exchange's data went in the sender's outbox: its publication number and
+// each outgoing segment's offset.
+struct Published {
+  uint32_t number = 0;
+  std::vector<uint64_t> offsets;
+};
+
+// The checks of every wait for peers (abort, STARLING_TIMEOUT_SECONDS, a gone peer,
+// stall warnings), for a wait on shared-memory counters.
+class SharedWait {
+ public:
+  SharedWait(runtime::Context& context, const LazyText& what, std::set<int> ranks, const char* doing);
+  transport::shm::WaitPolicy policy;
+  std::function<void()> check;
+
+ private:
+  runtime::Context& context_;
+  runtime::WaitMonitor monitor_;
+  std::set<int> ranks_;
+  const char* doing_;
+};
+
+// Publishes the outgoing data once for every destination linked through shared memory
+// (the readers), or returns false: none linked, below STARLING_SHM_MIN_BYTES, too large,
+// or the buffer still held by a reader after a bounded wait (then the frames carry the
+// data, as on the MPI path: giving up keeps a reader that is blocked on an MPI send to
+// this rank from deadlocking it).
+bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* links,
+                   const std::vector<int>& destinations, const std::vector<Outgoing>& outgoing, const LazyText& what,
+                   Published* published);
+
+// `bytes` at `offset` of publication `number` in `source`'s outbox. The publication was
+// made before the frame announcing it was sent, so it is visible at once; the wait is
+// bounded all the same by the checks of every wait for peers.
+const char* ReadShared(runtime::Context& context, const transport::shm::NeighborLinks& links, int source,
+                       uint32_t number, uint64_t offset, uint64_t bytes, const LazyText& what);
+
+// A receiver's hold on one publication of a peer's outbox: released (with every earlier
+// one) when destroyed.
+class Lease {
+ public:
+  Lease(std::shared_ptr<transport::shm::NeighborLinks> links, int peer, uint32_t number)
+      : links_(std::move(links)), peer_(peer), number_(number) {}
+  ~Lease();
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
+ private:
+  std::shared_ptr<transport::shm::NeighborLinks> links_;
+  int peer_;
+  uint32_t number_;
+};
+
+}  // namespace starling::ops
