@@ -8,6 +8,8 @@
 //   allreduce         blocking allreduce in a loop
 //   neighbor_static   neighbor_allreduce over the topology
 //   neighbor_dynamic  neighbor_allreduce with explicit ring sources/destinations
+//   pair_gossip       pair_gossip with rank ^ 1 (even sizes): the victim's partner finds
+//                     the death, the other pair learns of it from the survivors
 //   win_put / win_get / win_accumulate   one-sided window operations in a loop
 //   mutex             after taking the mutex of rank 2's slot for it (the survivors'
 //                     rank 2 then waits for that mutex, the others in a barrier)
@@ -326,6 +328,8 @@ int main(int argc, char** argv) {
           status = starling_neighbor_allreduce(ctx, &x.t, &y.t, nullptr);
         } else if (scenario == "neighbor_dynamic") {
           status = starling_neighbor_allreduce(ctx, &x.t, &y.t, &dyn);
+        } else if (scenario == "pair_gossip") {
+          status = starling_pair_gossip(ctx, &x.t, &y.t, rank ^ 1, 0.5, 0.5, "gossip");
         } else if (scenario == "win_put") {
           status = starling_window_put(win, &wt.t, nullptr);
         } else if (scenario == "win_get") {
