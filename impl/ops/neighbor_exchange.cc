@@ -108,7 +108,8 @@ void ReceiveFrame(runtime::Context& context, const std::shared_ptr<NeighborLinks
                      ")");
       if (!lease) lease = std::make_shared<Lease>(links, source, info.shm_publication);
       segment.lease = lease;
-      segment.data = ReadShared(context, *links, source, info.shm_publication, info.shm_offset, info.bytes, what);
+      segment.data = ReadShared(context, *links, source, info.shm_publication, info.shm_offset, info.bytes, what,
+                                context.sequence());
       if (transport::Traffic* traffic = context.transport().traffic()) traffic->ReceivedShared(source, info.bytes);
     } else {
       segment.storage = storage;
@@ -163,7 +164,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
   Mailbox& mailbox = context.Extension<Mailbox>();
   const std::shared_ptr<NeighborLinks> links = context.shm_links();  // kept for the leases
   Published published;
-  const bool shared = PublishShared(context, links.get(), destinations, outgoing, what, &published);
+  const bool shared = PublishShared(context, links.get(), destinations, outgoing, what, context.sequence(), &published);
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());

@@ -40,7 +40,8 @@ class PairGossipOp : public runtime::Op {
     outgoing.info.bytes = in_.bytes;
     outgoing.data = in_.data;
     Published published;
-    const bool shared = PublishShared(context, links.get(), {peer_}, {outgoing}, what, &published);
+    // Sequence 0 in its waits: pair gossip is not one of the numbered collectives.
+    const bool shared = PublishShared(context, links.get(), {peer_}, {outgoing}, what, 0, &published);
     transport::Traffic* traffic = context.transport().traffic();
     if (shared && traffic) traffic->SentShared(peer_, in_.bytes);
     Exchange ex(context, transport::Channel::kPeer, what);
@@ -55,17 +56,17 @@ class PairGossipOp : public runtime::Op {
     const bool in_outbox = h.aux != 0;
     std::unique_ptr<Lease> lease;  // the peer's publication, released when done (or refused)
     if (in_outbox) {
-      STARLING_CHECK((h.aux >> 32) == (kInOutbox >> 32) && h.payload_bytes == 0 && links && links->linked(peer_),
-                     Code::kTransport, what(), ": rank ", peer_, " announced data in shared memory that this rank ",
-                     "cannot read (", links && links->linked(peer_) ? "a malformed frame" : "the two ranks share no memory",
-                     ")");
+      const bool linked = links && links->linked(peer_);
+      STARLING_CHECK((h.aux >> 32) == (kInOutbox >> 32) && h.payload_bytes == 0 && linked, Code::kTransport, what(),
+                     ": rank ", peer_, " announced data in shared memory that this rank cannot read (",
+                     linked ? "a malformed frame" : "the two ranks share no memory", ")");
       lease = std::make_unique<Lease>(links, peer_, static_cast<uint32_t>(h.aux));
     }
     STARLING_CHECK(agreement.Check(h) && (in_outbox || h.payload_bytes == in_.bytes), Code::kMismatch, "rank ", peer_,
                    " sent ", DescribeSignature(h.sig), " but this rank called ", DescribeSignature(sig));
     const void* peer_data = ex.payload(frame);
     if (in_outbox) {
-      peer_data = ReadShared(context, *links, peer_, static_cast<uint32_t>(h.aux), 0, in_.bytes, what);
+      peer_data = ReadShared(context, *links, peer_, static_cast<uint32_t>(h.aux), 0, in_.bytes, what, 0);
       if (traffic) traffic->ReceivedShared(peer_, in_.bytes);
     }
     WeightedSum(out_.data, in_.data, self_weight_, &peer_data, &pair_weight_, 1, out_.numel, out_.dtype);

@@ -19,8 +19,9 @@ constexpr double kGiveUpSeconds = 0.1;
 
 }  // namespace
 
-SharedWait::SharedWait(runtime::Context& context, const LazyText& what, std::set<int> ranks, const char* doing)
-    : context_(context), monitor_(context, what, context.sequence()), ranks_(std::move(ranks)), doing_(doing) {
+SharedWait::SharedWait(runtime::Context& context, const LazyText& what, uint64_t sequence, std::set<int> ranks,
+                       const char* doing)
+    : context_(context), monitor_(context, what, sequence), ranks_(std::move(ranks)), doing_(doing) {
   policy.spin_seconds = context.config().spin_microseconds * 1e-6;
   policy.slice_seconds = 0.001;  // abort and the deadlines are looked at every millisecond
   check = [this] {
@@ -39,7 +40,7 @@ SharedWait::SharedWait(runtime::Context& context, const LazyText& what, std::set
 
 bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* links,
                    const std::vector<int>& destinations, const std::vector<Outgoing>& outgoing, const LazyText& what,
-                   Published* published) {
+                   uint64_t sequence, Published* published) {
   if (links == nullptr) return false;
   std::vector<uint32_t> readers;
   std::set<int> ranks;
@@ -56,7 +57,7 @@ bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* lin
     total = AlignUp(total + o.info.bytes);
   }
   if (total == 0 || total < context.config().shm_min_bytes) return false;
-  SharedWait wait(context, what, std::move(ranks), "not releasing this rank's shared-memory buffer");
+  SharedWait wait(context, what, sequence, std::move(ranks), "not releasing this rank's shared-memory buffer");
   char* buffer = links->own().Begin(total, readers, kGiveUpSeconds, wait.policy, wait.check);
   if (buffer == nullptr) return false;
   for (size_t i = 0; i < outgoing.size(); ++i)
@@ -67,8 +68,8 @@ bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* lin
 }
 
 const char* ReadShared(runtime::Context& context, const transport::shm::NeighborLinks& links, int source,
-                       uint32_t number, uint64_t offset, uint64_t bytes, const LazyText& what) {
-  SharedWait wait(context, what, {source}, "its shared-memory publication is not visible");
+                       uint32_t number, uint64_t offset, uint64_t bytes, const LazyText& what, uint64_t sequence) {
+  SharedWait wait(context, what, sequence, {source}, "its shared-memory publication is not visible");
   return links.outbox_of(source).Read(number, offset, bytes, wait.policy, wait.check);
 }
 

@@ -25,10 +25,12 @@ struct Published {
 };
 
 // The checks of every wait for peers (abort, STARLING_TIMEOUT_SECONDS, a gone peer,
-// stall warnings), for a wait on shared-memory counters.
+// stall warnings), for a wait on shared-memory counters. `sequence`: the operation's
+// number when it is a numbered collective, else 0 (see WaitMonitor).
 class SharedWait {
  public:
-  SharedWait(runtime::Context& context, const LazyText& what, std::set<int> ranks, const char* doing);
+  SharedWait(runtime::Context& context, const LazyText& what, uint64_t sequence, std::set<int> ranks,
+             const char* doing);
   transport::shm::WaitPolicy policy;
   std::function<void()> check;
 
@@ -44,15 +46,16 @@ class SharedWait {
 // or the buffer still held by a reader after a bounded wait (then the frames carry the
 // data, as on the MPI path: giving up keeps a reader that is blocked on an MPI send to
 // this rank from deadlocking it).
+// `sequence`: as SharedWait's.
 bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* links,
                    const std::vector<int>& destinations, const std::vector<Outgoing>& outgoing, const LazyText& what,
-                   Published* published);
+                   uint64_t sequence, Published* published);
 
 // `bytes` at `offset` of publication `number` in `source`'s outbox. The publication was
 // made before the frame announcing it was sent, so it is visible at once; the wait is
 // bounded all the same by the checks of every wait for peers.
 const char* ReadShared(runtime::Context& context, const transport::shm::NeighborLinks& links, int source,
-                       uint32_t number, uint64_t offset, uint64_t bytes, const LazyText& what);
+                       uint32_t number, uint64_t offset, uint64_t bytes, const LazyText& what, uint64_t sequence);
 
 // A receiver's hold on one publication of a peer's outbox: released (with every earlier
 // one) when destroyed.
