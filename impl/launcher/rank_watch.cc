@@ -50,9 +50,10 @@ bool RankWatch::SurvivorsSucceeded() const {
   if (marks_.empty() || static_cast<int>(ranks_.size()) < expected_) return false;
   int succeeded = 0;
   for (const auto& [pid, r] : ranks_) {
-    if (r.how == "exited with status 0" || MarkStatus(pid) == 0) {
+    const int mark = MarkStatus(pid);
+    if (r.how == "exited with status 0" || mark == 0) {
       ++succeeded;
-    } else if (!r.reported || r.how.rfind("exited", 0) == 0 || ExitedNormally(pid)) {
+    } else if (!r.reported || r.how.rfind("exited", 0) == 0 || mark != -1) {
       return false;  // not seen dying, or ended with another status
     }
   }

@@ -16,7 +16,6 @@ if [ -z "$dir" ]; then
     > "$dir-configure.log" 2>&1 || { cat "$dir-configure.log"; exit 1; }
 fi
 grep -q "^STARLING_WITH_CUDA:[A-Z]*=OFF$" "$dir/CMakeCache.txt" || { echo "$dir is not configured with STARLING_WITH_CUDA=OFF"; exit 1; }
-[ ! -e "$dir/libstarling_cuda.so" ] || { echo "expected the CUDA plugin not to be built in $dir"; exit 1; }
 cmake --build "$dir" -j"$(nproc)" --target starling gpu_unavailable_test
 [ ! -e "$dir/libstarling_cuda.so" ] || { echo "expected the CUDA plugin not to be built in $dir"; exit 1; }
 if readelf -d "$dir"/libstarling.so | grep -E "NEEDED.*(cuda|nccl)"; then

@@ -10,12 +10,16 @@ here against NumPy, and each engine's rank, host and machine info against the la
 (ranks 0..K-1 on host1, K..2K-1 on host2, ...). Exits 1 naming what differs."""
 
 import json
+import os
 import sys
 
 import nbclient
 import nbformat
 import numpy as np
 from nbformat.v4 import new_code_cell, new_notebook
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "notebooks"))
+from consensus_reference import exponential_graph_weights  # noqa: E402  (the shared NumPy reference)
 
 ROUNDS = 5
 FORWARDED = "NOTEBOOK_CHECK=forwarded"  # run_tests.sh passes it with -x
@@ -67,15 +71,6 @@ rc.close()""",
     return new_notebook(cells=[new_code_cell(c) for c in cells])
 
 
-def consensus_weights(n: int) -> np.ndarray:
-    """Starling's default topology: rank i averages itself and i - 2^k (mod n), uniformly."""
-    W = np.zeros((n, n))
-    for i in range(n):
-        sources = {i} | {(i - 2 ** k) % n for k in range(n.bit_length()) if 2 ** k < n}
-        W[i, sorted(sources)] = 1.0 / len(sources)
-    return W
-
-
 def main() -> int:
     profile, hosts, per_host = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     n = hosts * per_host
@@ -103,7 +98,7 @@ def main() -> int:
 
     # The same computations in float64 NumPy, from the seeds alone.
     x0 = np.stack([np.random.default_rng(100 + r).standard_normal(5) for r in range(n)])
-    W = consensus_weights(n)
+    W = exponential_graph_weights(n)
     checks = [("x0", np.array(out["x0"]), x0),
               ("allreduce sum", np.array(out["total"]), np.tile(x0.sum(axis=0), (n, 1))),
               ("allreduce average", np.array(out["mean"]), np.tile(x0.mean(axis=0), (n, 1)))]

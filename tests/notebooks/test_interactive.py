@@ -22,6 +22,8 @@ import starling.interactive as si
 from IPython.core.interactiveshell import InteractiveShell
 from starling.interactive._magics import activate
 
+from consensus_reference import exponential_graph_weights
+
 STARLINGRUN = os.environ["STARLINGRUN"]
 IPYTHONDIR = os.environ["IPYTHONDIR"]
 
@@ -127,17 +129,6 @@ def test_bad_input():
     with pytest.raises(ValueError):
         si.start(n=0)
     assert ours() == []
-
-
-def exponential_graph_weights(n):
-    """BlueFog's exponential-2 graph with uniform weights: rank i averages itself and
-    its in-neighbors i - 2^k (mod n)."""
-    W = np.zeros((n, n))
-    for i in range(n):
-        sources = {i} | {(i - 2 ** k) % n for k in range(int(np.log2(n - 1)) + 1) if 2 ** k < n}
-        for j in sources:
-            W[i, j] = 1.0 / len(sources)
-    return W
 
 
 def test_example_notebook():
