@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ninja-build
   libopenmpi-dev openmpi-bin
   libdlpack-dev libgtest-dev googletest libbenchmark-dev
   swig python3-dev python3-numpy python3-pytest python3-torch python3-mpi4py

@@ -18,8 +18,8 @@ namespace {
 
 // The gather path moves (n - 1) copies of the tensor to every member: it wins on
 // latency while that stays small; beyond, the ring's 2 (n - 1) / n copies win.
-constexpr size_t kGatherMaxBytes = 64 << 10;
-constexpr size_t kGatherMaxTotalBytes = 512 << 10;
+constexpr size_t kAllreduceGatherMaxBytes = 64 << 10;
+constexpr size_t kAllreduceGatherMaxTotalBytes = 512 << 10;
 
 void Finish(const TensorView& out, char* data, size_t numel, ReduceOp op, int n) {
   if (op == ReduceOp::kAverage && numel > 0) Divide(data, numel, out.dtype, static_cast<double>(n));
@@ -123,7 +123,7 @@ void RunAllreduce(runtime::Context& context, const Group& group, const TensorVie
     if (out.data != in.data && in.bytes > 0) std::memcpy(out.data, in.data, in.bytes);
     return;
   }
-  if (in.bytes <= kGatherMaxBytes && in.bytes * static_cast<size_t>(n - 1) <= kGatherMaxTotalBytes) {
+  if (in.bytes <= kAllreduceGatherMaxBytes && in.bytes * static_cast<size_t>(n - 1) <= kAllreduceGatherMaxTotalBytes) {
     GatherAndReduce(context, group, in, out, op, sig, what);
   } else {
     Agree(context, group, sig, what);

@@ -17,8 +17,8 @@ namespace {
 
 // Gathering whole inputs saves a round but moves n times the data through scratch: it
 // won up to a few KiB at two ranks and lost from 16 KiB (measured, 2-core VM under load).
-constexpr size_t kGatherMaxBytes = 8 << 10;
-constexpr size_t kGatherMaxTotalBytes = 32 << 10;
+constexpr size_t kAlltoallGatherMaxBytes = 8 << 10;
+constexpr size_t kAlltoallGatherMaxTotalBytes = 32 << 10;
 
 class AlltoallOp : public runtime::Op {
  public:
@@ -50,7 +50,7 @@ class AlltoallOp : public runtime::Op {
       if (in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
       return;
     }
-    if (!varying_ && in_.bytes <= kGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kGatherMaxTotalBytes) {
+    if (!varying_ && in_.bytes <= kAlltoallGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kAlltoallGatherMaxTotalBytes) {
       // Small equal blocks: gather every rank's whole input in the agreement's own rounds
       // (one round at two ranks, as MPI's) and keep the blocks meant for this rank.
       Exchange ex(context, transport::Channel::kCollective, Label());

@@ -18,8 +18,8 @@ namespace {
 
 // As allreduce: the gather moves (n - 1) whole inputs to every rank, cheaper than the
 // ring's n - 1 steps while inputs are small.
-constexpr size_t kGatherMaxBytes = 64 << 10;
-constexpr size_t kGatherMaxTotalBytes = 512 << 10;
+constexpr size_t kReduceScatterGatherMaxBytes = 64 << 10;
+constexpr size_t kReduceScatterGatherMaxTotalBytes = 512 << 10;
 
 uint32_t HashCounts(const std::vector<int64_t>& counts) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the counts' bytes
@@ -61,7 +61,7 @@ class ReduceScatterOp : public runtime::Op {
       if (out_.data != in_.data && in_.bytes > 0) std::memcpy(out_.data, in_.data, in_.bytes);
       return;
     }
-    if (in_.bytes <= kGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kGatherMaxTotalBytes) {
+    if (in_.bytes <= kReduceScatterGatherMaxBytes && in_.bytes * static_cast<size_t>(n - 1) <= kReduceScatterGatherMaxTotalBytes) {
       GatherAndReduce(context, group, sig);
     } else {
       Agree(context, group, sig, Label());

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint64_t kSlotsMagic = 0x31534C5357545453ull;  // "STTWSLS1"
 constexpr uint32_t kSlotsLayoutVersion = 2;
-constexpr size_t kLine = 128;
+constexpr size_t kSlotsLine = 128;
 constexpr uint32_t kMaxSlots = 1u << 16;
 
 size_t RoundUp(size_t bytes, size_t unit) { return (bytes + unit - 1) / unit * unit; }
@@ -25,10 +25,10 @@ struct SlotsHeader {
   uint32_t slots;
   uint64_t tensor_bytes;
 };
-static_assert(sizeof(SlotsHeader) <= kLine, "the header fits its line");
+static_assert(sizeof(SlotsHeader) <= kSlotsLine, "the header fits its line");
 
-size_t DirectoryBytes(size_t slots) { return RoundUp(slots * sizeof(int32_t), kLine); }
-size_t BufferBytes(size_t bytes) { return RoundUp(bytes > 0 ? bytes : 1, kLine); }
+size_t DirectoryBytes(size_t slots) { return RoundUp(slots * sizeof(int32_t), kSlotsLine); }
+size_t BufferBytes(size_t bytes) { return RoundUp(bytes > 0 ? bytes : 1, kSlotsLine); }
 size_t SlotStride(size_t bytes) { return sizeof(SlotState) + 2 * BufferBytes(bytes); }
 
 void Fill(const Slot& slot, size_t bytes, const void* initial) {
@@ -74,8 +74,8 @@ Slot SlotArea::slot(size_t index) const {
 SlotArea SlotArea::Private(size_t slots, size_t bytes, const void* initial) {
   SlotArea area;
   if (slots == 0) return area;
-  area.heap_.reset(new char[slots * SlotStride(bytes) + kLine]);
-  char* aligned = area.heap_.get() + (kLine - reinterpret_cast<uintptr_t>(area.heap_.get()) % kLine) % kLine;
+  area.heap_.reset(new char[slots * SlotStride(bytes) + kSlotsLine]);
+  char* aligned = area.heap_.get() + (kSlotsLine - reinterpret_cast<uintptr_t>(area.heap_.get()) % kSlotsLine) % kSlotsLine;
   area.Layout(aligned, slots, bytes);
   for (size_t i = 0; i < slots; ++i) {
     Slot s = area.slot(i);
@@ -90,14 +90,14 @@ SlotArea SlotArea::Share(const std::string& name, uint32_t window_id, int owner,
   STARLING_CHECK_ARG(!origins.empty() && origins.size() <= kMaxSlots, "a shared window area has 1 to ", kMaxSlots,
                      " slots, not ", origins.size());
   const size_t slots = origins.size();
-  const size_t total = kLine + DirectoryBytes(slots) + slots * SlotStride(bytes);
+  const size_t total = kSlotsLine + DirectoryBytes(slots) + slots * SlotStride(bytes);
   SlotArea area;
   area.segment_ = std::make_shared<transport::shm::Segment>(
       transport::shm::Segment::Create(name, total, static_cast<uint32_t>(slots), options));
   char* base = static_cast<char*>(area.segment_->payload());
-  auto* directory = reinterpret_cast<int32_t*>(base + kLine);
+  auto* directory = reinterpret_cast<int32_t*>(base + kSlotsLine);
   for (size_t i = 0; i < slots; ++i) directory[i] = origins[i];
-  area.Layout(base + kLine + DirectoryBytes(slots), slots, bytes);
+  area.Layout(base + kSlotsLine + DirectoryBytes(slots), slots, bytes);
   for (size_t i = 0; i < slots; ++i) {
     Slot s = area.slot(i);
     new (s.state) SlotState();
@@ -126,7 +126,7 @@ SlotArea SlotArea::Attach(const std::string& name, uint32_t window_id, int owner
 SlotArea SlotArea::View(void* region, size_t have, uint32_t window_id, int owner, int origin, size_t bytes,
                         size_t* slot) {
   char* base = static_cast<char*>(region);
-  STARLING_CHECK(have >= kLine, Code::kTransport, "window segment is too small (", have, " bytes)");
+  STARLING_CHECK(have >= kSlotsLine, Code::kTransport, "window segment is too small (", have, " bytes)");
   const auto* header = reinterpret_cast<const SlotsHeader*>(base);
   const uint64_t magic =
       reinterpret_cast<const std::atomic<uint64_t>*>(&header->magic)->load(std::memory_order_acquire);
@@ -138,16 +138,16 @@ SlotArea SlotArea::View(void* region, size_t have, uint32_t window_id, int owner
                  header->tensor_bytes, " bytes, ", header->slots, " slots), not window #", window_id, " of rank ",
                  owner, " (", bytes, " bytes)");
   const size_t slots = header->slots;
-  STARLING_CHECK(bytes <= have && have >= kLine + DirectoryBytes(slots) + slots * SlotStride(bytes),
+  STARLING_CHECK(bytes <= have && have >= kSlotsLine + DirectoryBytes(slots) + slots * SlotStride(bytes),
                  Code::kTransport, "the window segment is too small for its ", slots, " slots (", have, " bytes)");
-  const auto* directory = reinterpret_cast<const int32_t*>(base + kLine);
+  const auto* directory = reinterpret_cast<const int32_t*>(base + kSlotsLine);
   size_t found = slots;
   for (size_t i = 0; i < slots; ++i)
     if (directory[i] == origin) found = i;
   STARLING_CHECK(found < slots, Code::kTransport, "rank ", owner, "'s segment for window #", window_id,
                  " has no slot for rank ", origin);
   SlotArea area;
-  area.Layout(base + kLine + DirectoryBytes(slots), slots, bytes);
+  area.Layout(base + kSlotsLine + DirectoryBytes(slots), slots, bytes);
   *slot = found;
   return area;
 }

@@ -11,7 +11,9 @@ start=$SECONDS
 dir=${1:-}
 if [ -z "$dir" ]; then
   dir=build-nocuda
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF -DPython3_EXECUTABLE=/usr/bin/python3 \
+  source packaging/cmake-generator.sh
+  # shellcheck disable=SC2046
+  cmake -S . -B "$dir" $(cmake_generator "$dir") -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF -DPython3_EXECUTABLE=/usr/bin/python3 \
     -DSTARLING_BUILD_PYTHON=OFF -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF -DSTARLING_BUILD_EXAMPLES=OFF \
     > "$dir-configure.log" 2>&1 || { cat "$dir-configure.log"; exit 1; }
 fi

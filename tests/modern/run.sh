@@ -60,7 +60,9 @@ step "SWIG $("$swig" -version | awk '/^SWIG Version/ {print $3}') from PyPI ($sw
 step "configuring $build against $ompi"
 # SWIG_DIR with SWIG_EXECUTABLE: a cached SWIG_DIR of another SWIG would mix its
 # library files into this one's output.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
+source packaging/cmake-generator.sh
+# shellcheck disable=SC2046,SC2086
+cmake -S . -B "$build" $(cmake_generator "$build") $STARLING_UNITY -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
   -DSWIG_EXECUTABLE="$swig" -DSWIG_DIR="$("$swig" -swiglib)" \
   -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF -DPython3_EXECUTABLE=/usr/bin/python3 \
   -DMPI_C_COMPILER="$ompi/bin/mpicc" -DMPI_CXX_COMPILER="$ompi/bin/mpicxx" \

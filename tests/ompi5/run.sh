@@ -20,7 +20,9 @@ if [ ! -x "$prefix/bin/mpicxx" ]; then
   exit 77
 fi
 "$prefix/bin/mpirun" --version | head -1
-cmake -S . -B build-ompi5 -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
+source packaging/cmake-generator.sh
+# shellcheck disable=SC2046,SC2086
+cmake -S . -B build-ompi5 $(cmake_generator build-ompi5) $STARLING_UNITY -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
   -DSTARLING_BUILD_JAVA=ON -DSTARLING_BUILD_JULIA=OFF -DSTARLING_BUILD_EXAMPLES=OFF \
   -DPython3_EXECUTABLE=/usr/bin/python3 \
   -DMPI_C_COMPILER="$prefix/bin/mpicc" -DMPI_CXX_COMPILER="$prefix/bin/mpicxx" \

@@ -7,6 +7,7 @@
 # tsan.supp beside this script. Usage: bash tests/sanitize/run.sh [asan] [tsan]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source packaging/cmake-generator.sh
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(asan tsan)
@@ -18,7 +19,8 @@ configure() {  # <dir> <sanitizer> [cmake args...]
   local dir=$1 sanitizer=$2
   shift 2
   mkdir -p "$dir"
-  cmake -S . -B "$dir" -DSTARLING_SANITIZE="$sanitizer" \
+  # shellcheck disable=SC2046,SC2086  # word splitting of the generator and unity arguments
+  cmake -S . -B "$dir" $(cmake_generator "$dir") $STARLING_UNITY -DSTARLING_SANITIZE="$sanitizer" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DPython3_EXECUTABLE=/usr/bin/python3 \
     -DSTARLING_BUILD_EXAMPLES=OFF -DSTARLING_BUILD_JAVA=OFF -DSTARLING_BUILD_JULIA=OFF \

@@ -10,7 +10,7 @@ namespace starling::transport::shm {
 namespace {
 
 // What each rank created (first exchange).
-struct Created {
+struct LinkCreated {
   int32_t ok;
   uint32_t nonce;
 };
@@ -39,7 +39,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
   links->peers_.resize(static_cast<size_t>(n));
 
   // 1. This rank's outbox, if it has a peer to share it with.
-  Created mine{0, NewNonce()};
+  LinkCreated mine{0, NewNonce()};
   if (in.enabled && in.capacity > 0 && !on.empty()) {
     try {
       links->own_ = Outbox::Create(SegmentName(in.job, "nbr", in.rank, mine.nonce),
@@ -50,7 +50,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
       *why = Str("rank ", in.rank, " cannot create its outbox: ", e.what());
     }
   }
-  std::vector<Created> created(static_cast<size_t>(n));
+  std::vector<LinkCreated> created(static_cast<size_t>(n));
   in.allgather(&mine, sizeof mine, created.data());
 
   // 2. Map each peer's outbox; tell everyone which ones this rank mapped.

@@ -10,10 +10,10 @@ namespace {
 
 constexpr uint64_t kMailboxMagic = 0x31584F424C525453ull;  // "STRLBOX1"
 constexpr uint32_t kMailboxLayoutVersion = 1;
-constexpr size_t kLine = 128;
-constexpr size_t kMaxCapacity = size_t{1} << 40;
+constexpr size_t kMailboxLine = 128;
+constexpr size_t kMailboxMaxCapacity = size_t{1} << 40;
 
-size_t LineRound(size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
+size_t LineRound(size_t bytes) { return (bytes + kMailboxLine - 1) / kMailboxLine * kMailboxLine; }
 
 // Offsets in the region: header line, version line, one line per reader, buffers.
 size_t VersionOffset() { return LineRound(sizeof(MailboxHeader)); }
@@ -25,14 +25,14 @@ size_t BuffersOffset(uint32_t readers) { return ConsumedOffset() + size_t{reader
 size_t Mailbox::RegionBytes(uint32_t readers, size_t capacity) {
   STARLING_CHECK_ARG(readers >= 1 && readers <= kMaxReaders, "a mailbox has 1 to ", kMaxReaders,
                      " readers, not ", readers);
-  STARLING_CHECK_ARG(capacity >= 1 && capacity <= kMaxCapacity, "mailbox capacity ", capacity,
+  STARLING_CHECK_ARG(capacity >= 1 && capacity <= kMailboxMaxCapacity, "mailbox capacity ", capacity,
                      " is out of range (1 byte to 1 TiB)");
   return BuffersOffset(readers) + 2 * LineRound(capacity);
 }
 
 Mailbox Mailbox::Format(void* region, size_t region_bytes, uint32_t readers, size_t capacity) {
   const size_t needed = RegionBytes(readers, capacity);
-  STARLING_CHECK_ARG(region != nullptr && reinterpret_cast<uintptr_t>(region) % kLine == 0,
+  STARLING_CHECK_ARG(region != nullptr && reinterpret_cast<uintptr_t>(region) % kMailboxLine == 0,
                      "a mailbox region must be 128-byte aligned");
   STARLING_CHECK_ARG(region_bytes >= needed, "a mailbox for ", readers, " readers of ", capacity, " bytes needs ",
                      needed, " bytes, the region has ", region_bytes);
@@ -51,7 +51,7 @@ Mailbox Mailbox::Format(void* region, size_t region_bytes, uint32_t readers, siz
 }
 
 Mailbox Mailbox::Attach(void* region, size_t region_bytes) {
-  STARLING_CHECK(region != nullptr && reinterpret_cast<uintptr_t>(region) % kLine == 0 &&
+  STARLING_CHECK(region != nullptr && reinterpret_cast<uintptr_t>(region) % kMailboxLine == 0 &&
                      region_bytes >= VersionOffset(),
                  Code::kTransport, "shared-memory mailbox region of ", region_bytes, " bytes is too small or misaligned");
   auto* header = static_cast<MailboxHeader*>(region);
@@ -64,7 +64,7 @@ Mailbox Mailbox::Attach(void* region, size_t region_bytes) {
   STARLING_CHECK(magic == kMailboxMagic && version == kMailboxLayoutVersion, Code::kTransport,
                  "shared-memory mailbox has a corrupted or foreign header (magic ", std::hex, magic, ", layout ",
                  std::dec, version, ")");
-  STARLING_CHECK(readers >= 1 && readers <= kMaxReaders && capacity >= 1 && capacity <= kMaxCapacity,
+  STARLING_CHECK(readers >= 1 && readers <= kMaxReaders && capacity >= 1 && capacity <= kMailboxMaxCapacity,
                  Code::kTransport, "shared-memory mailbox header is corrupted (", readers, " readers, capacity ",
                  capacity, ")");
   const size_t needed = BuffersOffset(readers) + 2 * LineRound(capacity);

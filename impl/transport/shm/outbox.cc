@@ -13,8 +13,8 @@ namespace {
 
 constexpr uint64_t kOutboxMagic = 0x31584F42544F5453ull;  // "STOTBOX1"
 constexpr uint32_t kOutboxLayoutVersion = 1;
-constexpr size_t kLine = 128;
-constexpr size_t kMaxCapacity = size_t{1} << 40;
+constexpr size_t kOutboxLine = 128;
+constexpr size_t kOutboxMaxCapacity = size_t{1} << 40;
 constexpr size_t kMinReserve = size_t{64} << 10;  // reservations grow in powers of two from here
 
 struct OutboxHeader {
@@ -34,8 +34,8 @@ size_t RoundUp(size_t bytes, size_t unit) { return (bytes + unit - 1) / unit * u
 
 // Offsets in the segment's payload: header line, `published` line, one `consumed`
 // line per reader, then the two buffers, page-aligned in the file.
-constexpr size_t kPublishedOffset = kLine;
-constexpr size_t kConsumedOffset = 2 * kLine;
+constexpr size_t kPublishedOffset = kOutboxLine;
+constexpr size_t kConsumedOffset = 2 * kOutboxLine;
 size_t DataOffset(uint32_t readers) {
   return RoundUp(kSegmentHeaderBytes + kConsumedOffset + size_t{readers} * sizeof(SharedCounter), Page()) -
          kSegmentHeaderBytes;
@@ -47,7 +47,7 @@ Outbox Outbox::Create(const std::string& name, uint32_t readers, uint32_t expect
                       const SegmentOptions& options) {
   STARLING_CHECK_ARG(readers >= 1 && readers <= kMaxReaders, "an outbox has 1 to ", kMaxReaders, " readers, not ",
                      readers);
-  STARLING_CHECK_ARG(capacity >= 1 && capacity <= kMaxCapacity, "outbox capacity ", capacity,
+  STARLING_CHECK_ARG(capacity >= 1 && capacity <= kOutboxMaxCapacity, "outbox capacity ", capacity,
                      " is out of range (1 byte to 1 TiB)");
   const size_t data_offset = DataOffset(readers);
   const size_t stride = RoundUp(capacity, Page());
@@ -87,7 +87,7 @@ Outbox Outbox::Open(const std::string& name, const SegmentOptions& options) {
   const OutboxHeader h = *header;
   STARLING_CHECK(h.magic == kOutboxMagic && h.layout_version == kOutboxLayoutVersion, Code::kTransport,
                  "shared-memory outbox ", name, " has a corrupted or foreign header");
-  STARLING_CHECK(h.readers >= 1 && h.readers <= kMaxReaders && h.capacity >= 1 && h.capacity <= kMaxCapacity &&
+  STARLING_CHECK(h.readers >= 1 && h.readers <= kMaxReaders && h.capacity >= 1 && h.capacity <= kOutboxMaxCapacity &&
                      h.data_offset == DataOffset(h.readers) && h.stride == RoundUp(h.capacity, Page()) &&
                      h.data_offset + 2 * h.stride <= payload,
                  Code::kTransport, "shared-memory outbox ", name, " has a corrupted header (", h.readers,

@@ -28,7 +28,7 @@ struct Greeting {
 };
 
 // First exchange: what each rank created.
-struct Created {
+struct ProbeCreated {
   int32_t state;
   uint32_t nonce;
   char reason[kReasonBytes];
@@ -97,7 +97,7 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
 
   // 1. Create this rank's segment and publish the greeting (before the exchange, so
   // no peer ever waits for it).
-  Created mine{};
+  ProbeCreated mine{};
   mine.nonce = NewNonce();
   Segment own;
   Mailbox own_box;
@@ -122,7 +122,7 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
   } else {
     mine.state = kCreated;  // alone on its host: nothing to create
   }
-  std::vector<Created> created(static_cast<size_t>(n));
+  std::vector<ProbeCreated> created(static_cast<size_t>(n));
   in.allgather(&mine, sizeof mine, created.data());
 
   // 2. Map each peer's segment, check its greeting, release it (the handshake).
@@ -131,7 +131,7 @@ ProbeResult ProbeHostPeers(const ProbeInput& in) {
   std::string first_failure;
   std::vector<Segment> mapped;  // kept until the second exchange, then unmapped
   for (int p : peers) {
-    const Created& theirs = created[p];
+    const ProbeCreated& theirs = created[p];
     uint8_t code = kPairOk;
     if (!in.enabled || theirs.state != kCreated) {
       code = kPairSkipped;  // the reason is in the first exchange's records
