@@ -1,0 +1,157 @@
+"""Communication overlapped with the backward pass, against the same communication after it.
+
+Two methods of starling.torch, each timed four ways on the same MLP (same seed, same
+data), the ways interleaved in rounds so that load on the machine hits them alike:
+
+  local    forward, backward and the SGD step, no communication (the compute floor)
+  comm     the method's communication alone: the same tensors, launched together
+  after    backward, then the communication, then the step (no overlap)
+  overlap  the method's optimizer wrapper, which launches from hooks while backward runs
+
+  grad  gradient averaging: allreduce of each gradient
+        (DistributedGradientAllreduceOptimizer: launched from each gradient's
+        accumulator hook as backward produces it)
+  awc   adapt-with-combine: neighbor averaging of each parameter
+        (DistributedAdaptWithCombineOptimizer: launched after the forward pass, so it
+        runs during the whole backward pass)
+
+"after" and "overlap" compute the same thing in the same order, so their parameters
+must agree bit for bit at the end (checked). Rank 0 prints the median ms per step, the
+speedup after / overlap and the fraction of the communication hidden,
+(after - overlap) / comm.
+
+    starlingrun -np 2 python examples/benchmarks/overlap_bench.py [--steps 10] [--rounds 5]
+        [--width 1024] [--layers 6] [--batch 256] [--methods grad,awc]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+import starling.torch as st
+
+
+def make_model(width, layers):
+    torch.manual_seed(0)
+    blocks = [nn.Linear(784, width), nn.ReLU()]
+    for _ in range(layers - 2):
+        blocks += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*blocks, nn.Linear(width, 10))
+
+
+def loss_of(model, x, y):
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def launch(method, tensors):
+    if method == "grad":
+        return [st.allreduce_nonblocking(t, average=True, name=f"overlap.{i}") for i, t in enumerate(tensors)]
+    return [st.neighbor_allreduce_nonblocking(t, name=f"overlap.{i}") for i, t in enumerate(tensors)]
+
+
+def step_local(model, opt, x, y):
+    opt.zero_grad()
+    loss_of(model, x, y).backward()
+    opt.step()
+
+
+def step_after(method, model, opt, x, y):
+    opt.zero_grad()
+    loss_of(model, x, y).backward()
+    params = list(model.parameters())
+    with torch.no_grad():
+        if method == "grad":
+            for p, h in zip(params, launch(method, [p.grad for p in params])):
+                p.grad.copy_(st.synchronize(h))
+        else:  # AWC: w+ = Combine(w) - lr * grad f(w), the gradient taken at w
+            for p, h in zip(params, launch(method, [p.data for p in params])):
+                p.copy_(st.synchronize(h))
+    opt.step()
+
+
+def step_overlap(model, opt, x, y):
+    opt.zero_grad()
+    loss_of(model, x, y).backward()
+    opt.step()
+
+
+def step_comm(method, buffers):
+    for h in launch(method, buffers):
+        st.synchronize(h)
+
+
+def timed(steps, one_step):
+    st.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        one_step()
+    st.barrier()
+    return (time.perf_counter() - start) / steps * 1e3
+
+
+def bench(method, args, x, y):
+    local = make_model(args.width, args.layers)
+    after = make_model(args.width, args.layers)
+    overlap = make_model(args.width, args.layers)
+    opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in
+            (("local", local), ("after", after), ("overlap", overlap))}
+    if method == "grad":
+        opts["overlap"] = st.DistributedGradientAllreduceOptimizer(opts["overlap"], model=overlap)
+    else:
+        opts["overlap"] = st.DistributedAdaptWithCombineOptimizer(
+            opts["overlap"], model=overlap, communication_type=st.CommunicationType.neighbor_allreduce)
+    buffers = [torch.zeros_like(p) for p in local.parameters()]
+    ways = {
+        "local": lambda: step_local(local, opts["local"], x, y),
+        "comm": lambda: step_comm(method, buffers),
+        "after": lambda: step_after(method, after, opts["after"], x, y),
+        "overlap": lambda: step_overlap(overlap, opts["overlap"], x, y),
+    }
+    for run in ways.values():  # warm-up: connections, buffers, the optimizer's launch order
+        timed(2, run)
+    times = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, run in ways.items():
+            times[name].append(timed(args.steps, run))
+    for a, b in zip(after.parameters(), overlap.parameters()):
+        assert torch.equal(a, b), f"{method}: the overlapped run diverged from the one without overlap"
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--width", type=int, default=1024, help="hidden width of the MLP")
+    parser.add_argument("--layers", type=int, default=6, help="linear layers of the MLP")
+    parser.add_argument("--batch", type=int, default=256, help="samples per rank per step")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    parser.add_argument("--methods", default="grad,awc")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    st.init()
+    torch.manual_seed(1 + st.rank())
+    x, y = torch.randn(args.batch, 784), torch.randint(0, 10, (args.batch,))
+    megabytes = sum(p.numel() for p in make_model(args.width, args.layers).parameters()) * 4 / 2**20
+    if st.rank() == 0:
+        print(f"overlap with backward: {st.size()} ranks, MLP {args.layers} x {args.width} ({megabytes:.1f} MiB of "
+              f"parameters), batch {args.batch}, {args.steps} steps x {args.rounds} rounds (median), "
+              f"torch {torch.__version__}")
+        print(f"{'method':>6} {'local ms':>9} {'comm ms':>8} {'after ms':>9} {'overlap ms':>11} "
+              f"{'after/overlap':>14} {'hidden':>7}")
+    for method in args.methods.split(","):
+        if method not in ("grad", "awc"):
+            raise SystemExit(f"overlap_bench: unknown method '{method}' (grad, awc)")
+        med = bench(method, args, x, y)
+        if st.rank() == 0:
+            hidden = (med["after"] - med["overlap"]) / med["comm"]
+            print(f"{method:>6} {med['local']:>9.1f} {med['comm']:>8.1f} {med['after']:>9.1f} "
+                  f"{med['overlap']:>11.1f} {med['after'] / med['overlap']:>14.2f} {hidden:>7.0%}")
+    st.shutdown()
+
+
+if __name__ == "__main__":
+    main()
