@@ -3,6 +3,10 @@
 // classic collective starts with) and reduces them locally in member order. Large
 // tensors: an agreement round, then ring reduce-scatter and ring allgather, each step
 // streamed in chunks so the reduction of one chunk overlaps the arrival of the next.
+// Across machines of several ranks each, large tensors go in two levels: reduce-scatter
+// inside each machine, allreduce of each block across machines (one rank per machine
+// and block), allgather inside each machine; each machine's link then carries
+// 2 (M - 1) / M of the tensor each way instead of 2 (n - 1) / n, in fewer steps.
 // Either way every element is reduced in one fixed order, so all members get
 // bit-identical results.
 #include <cstring>
@@ -42,49 +46,103 @@ void GatherAndReduce(runtime::Context& context, const Group& group, const Tensor
   Finish(out, static_cast<char*>(out.data), out.numel, op, group.size());
 }
 
-// Ring reduce-scatter then ring allgather over n blocks of nearly equal size. The
-// reduce-scatter reads `in` and writes `out` (out_block = in_block op incoming), so
-// out-of-place calls need no initial copy: every block of `out` is written by one of
-// the two phases.
-void Ring(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out, ReduceOp op,
-          const LazyText& what) {
+// The n blocks of nearly equal size a ring over n members cuts a tensor into.
+struct Blocks {
+  size_t base, extra, elem;
+  Blocks(const TensorView& t, int n)
+      : base(t.numel / static_cast<size_t>(n)), extra(t.numel % static_cast<size_t>(n)), elem(DTypeSize(t.dtype)) {}
+  size_t begin(int b) const { return (static_cast<size_t>(b) * base + std::min<size_t>(b, extra)) * elem; }
+  size_t bytes(int b) const { return (base + (static_cast<size_t>(b) < extra ? 1 : 0)) * elem; }
+};
+
+// Ring reduce-scatter: reads `in` and writes `out` (out_block = in_block op incoming),
+// so out-of-place calls need no initial copy. Leaves block (index + 1) % n of `out`
+// reduced over the group, not yet divided for kAverage.
+void RingReduceScatter(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out,
+                       ReduceOp op, const LazyText& what) {
   const int n = group.size();
   const int me = group.index;
-  const size_t elem = DTypeSize(out.dtype);
-  const size_t base = out.numel / static_cast<size_t>(n);
-  const size_t extra = out.numel % static_cast<size_t>(n);
-  auto begin = [&](int b) { return (static_cast<size_t>(b) * base + std::min<size_t>(b, extra)) * elem; };
-  auto bytes = [&](int b) { return (base + (static_cast<size_t>(b) < extra ? 1 : 0)) * elem; };
+  const Blocks blocks(out, n);
   const int right = group.peer(1);
   const int left = group.peer(-1);
   const char* src = static_cast<const char*>(in.data);
   char* dst = static_cast<char*>(out.data);
   Exchange ex(context, transport::Channel::kCollective, what);
-
   for (int s = 0; s < n - 1; ++s) {
     const int send_block = (me - s + n) % n;
     const int recv_block = (me - s - 1 + 2 * n) % n;
     // Step 0 sends our own contribution; later steps forward the block reduced last.
-    ex.SendRaw(right, (s == 0 ? src : dst) + begin(send_block), bytes(send_block));
-    char* target = dst + begin(recv_block);
-    const char* mine = src + begin(recv_block);
-    ex.RecvStream(left, bytes(recv_block), [&, target, mine](const char* data, size_t offset, size_t length) {
+    ex.SendRaw(right, (s == 0 ? src : dst) + blocks.begin(send_block), blocks.bytes(send_block));
+    char* target = dst + blocks.begin(recv_block);
+    const char* mine = src + blocks.begin(recv_block);
+    const size_t elem = blocks.elem;
+    ex.RecvStream(left, blocks.bytes(recv_block), [&, target, mine, elem](const char* data, size_t offset,
+                                                                          size_t length) {
       Reduce3(target + offset, mine + offset, data, length / elem, out.dtype, op);
     });
     ex.Wait();
     ex.Clear();
   }
-  // This member now holds the fully reduced block me + 1; finish it before sharing.
-  const int own = (me + 1) % n;
-  Finish(out, dst + begin(own), bytes(own) / elem, op, n);
+}
+
+// Ring allgather: every member shares block (index + 1) % n of `out`, the one
+// RingReduceScatter left it.
+void RingAllgather(runtime::Context& context, const Group& group, const TensorView& out, const LazyText& what) {
+  const int n = group.size();
+  const int me = group.index;
+  const Blocks blocks(out, n);
+  const int right = group.peer(1);
+  const int left = group.peer(-1);
+  char* dst = static_cast<char*>(out.data);
+  Exchange ex(context, transport::Channel::kCollective, what);
   for (int s = 0; s < n - 1; ++s) {
     const int send_block = (me + 1 - s + n) % n;
     const int recv_block = (me - s + n) % n;
-    ex.SendRaw(right, dst + begin(send_block), bytes(send_block), WholeMessageChunk(bytes(send_block)));
-    ex.RecvRaw(left, dst + begin(recv_block), bytes(recv_block), nullptr, WholeMessageChunk(bytes(recv_block)));
+    ex.SendRaw(right, dst + blocks.begin(send_block), blocks.bytes(send_block),
+               WholeMessageChunk(blocks.bytes(send_block)));
+    ex.RecvRaw(left, dst + blocks.begin(recv_block), blocks.bytes(recv_block), nullptr,
+               WholeMessageChunk(blocks.bytes(recv_block)));
     ex.Wait();
     ex.Clear();
   }
+}
+
+// The block RingReduceScatter leaves this member, as a tensor of its own.
+TensorView OwnBlock(const TensorView& t, const Group& group) {
+  const Blocks blocks(t, group.size());
+  const int own = (group.index + 1) % group.size();
+  TensorView block;
+  block.data = static_cast<char*>(t.data) + blocks.begin(own);
+  block.device = t.device;
+  block.dtype = t.dtype;
+  block.bytes = blocks.bytes(own);
+  block.numel = block.bytes / blocks.elem;
+  block.shape = {static_cast<int64_t>(block.numel)};
+  return block;
+}
+
+// Ring reduce-scatter then ring allgather; `divisor` divides the reduced blocks for
+// kAverage (the group's size, or the whole context's for the second level).
+void Ring(runtime::Context& context, const Group& group, const TensorView& in, const TensorView& out, ReduceOp op,
+          int divisor, const LazyText& what) {
+  RingReduceScatter(context, group, in, out, op, what);
+  const TensorView own = OwnBlock(out, group);
+  Finish(out, static_cast<char*>(own.data), own.numel, op, divisor);  // before sharing it
+  RingAllgather(context, group, out, what);
+}
+
+// Two levels (see the top of this file): machines of `local` consecutive ranks each.
+void TwoLevelRing(runtime::Context& context, const Group& world, const TensorView& in, const TensorView& out,
+                  ReduceOp op, int local, const LazyText& what) {
+  const int machines = world.size() / local;
+  Group machine, across;
+  for (int i = 0; i < local; ++i) machine.ranks.push_back(world.index / local * local + i);
+  machine.index = world.index % local;
+  for (int m = 0; m < machines; ++m) across.ranks.push_back(m * local + machine.index);
+  across.index = world.index / local;
+  RingReduceScatter(context, machine, in, out, op, what);
+  Ring(context, across, OwnBlock(out, machine), OwnBlock(out, machine), op, world.size(), what);
+  RingAllgather(context, machine, out, what);
 }
 
 class AllreduceOp : public runtime::Op {
@@ -127,7 +185,13 @@ void RunAllreduce(runtime::Context& context, const Group& group, const TensorVie
     GatherAndReduce(context, group, in, out, op, sig, what);
   } else {
     Agree(context, group, sig, what);
-    Ring(context, group, in, out, op, what);
+    const transport::Layout& layout = context.layout();
+    const bool world = n == context.size() && group.index == context.rank();  // not one machine's group
+    if (world && layout.homogeneous && layout.local_size >= 2 && layout.machine_size >= 2) {
+      TwoLevelRing(context, group, in, out, op, layout.local_size, what);
+    } else {
+      Ring(context, group, in, out, op, n, what);
+    }
   }
 }
 
