@@ -684,7 +684,10 @@ end
 # out = op over all ranks of in. in and out have the same dtype and shape (or are
 # the same tensor). Integer sums wrap around (two's complement); float16/bfloat16
 # are reduced in float32 and rounded once per step. Every rank gets bit-identical
-# results.
+# results. Where the ranks form several machines with the same number (>= 2) of
+# consecutive ranks each, large tensors are reduced inside each machine, then across
+# machines, then shared inside each machine: less traffic between machines, and another
+# (still fixed) order of the reduction than on one machine.
 # Collective. BORROWS in, out.
 # Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED, MISMATCH, TIMEOUT, TRANSPORT.
 function starling_allreduce(ctx, in_, out, op, name)
