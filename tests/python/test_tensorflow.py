@@ -349,15 +349,22 @@ def _spread(w):
 @pytest.mark.skipif(SIZE == 1, reason="pair averaging needs a peer")
 def test_kungfu_pair_averaging_reaches_consensus_and_trains():
     """Asynchronous, so no exact reference. With a zero learning rate (gossip alone) the
-    ranks' different starts must meet inside their range; training, the loss on all the
-    data must end lower than plain SGD's from the same starts."""
+    ranks' different starts must meet inside their range; training, the copies must end
+    closer together, and their mean loss on all the data lower, than plain SGD's from the
+    same starts (measured at 3 ranks: mean loss 5.6-6.2 against 7.1)."""
     gossip, _ = _pair_averaging_run(40, averaging=True, lr=0.0)
     starts = np.stack([_start(r) for r in range(SIZE)])
     assert _spread(gossip) < 1e-3 * 0.125 * (SIZE - 1), gossip
     assert np.all(starts.min(axis=0) <= gossip) and np.all(gossip <= starts.max(axis=0)), gossip
-    _, alone = _pair_averaging_run(40, averaging=False, lr=0.05)
-    _, paired = _pair_averaging_run(40, averaging=True, lr=0.05)
-    assert paired < alone, (paired, alone)
+    w_alone, alone = _pair_averaging_run(40, averaging=False, lr=0.05)
+    w_paired, paired = _pair_averaging_run(40, averaging=True, lr=0.05)
+    # Asynchronous: one rank's model may have just taken a local step when the run
+    # ends, so the checks are on all ranks together. Pairing pulls the copies together,
+    # which training alone does not, and the mean loss on all the data ends lower.
+    context = bf.mpi_ops.S.context
+    mean = lambda x: float(np.asarray(context.allreduce(np.array([x]), "average"))[0])  # noqa: E731
+    assert _spread(w_paired) < _spread(w_alone), (_spread(w_paired), _spread(w_alone))  # 0.25-0.64 < 0.95
+    assert mean(paired) < mean(alone), (mean(paired), mean(alone))
 
 
 def test_kungfu_optimizers_bad_input():
