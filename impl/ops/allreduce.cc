@@ -141,7 +141,8 @@ void TwoLevelRing(runtime::Context& context, const Group& world, const TensorVie
   for (int m = 0; m < machines; ++m) across.ranks.push_back(m * local + machine.index);
   across.index = world.index / local;
   RingReduceScatter(context, machine, in, out, op, what);
-  Ring(context, across, OwnBlock(out, machine), OwnBlock(out, machine), op, world.size(), what);
+  const TensorView block = OwnBlock(out, machine);
+  Ring(context, across, block, block, op, world.size(), what);  // in place
   RingAllgather(context, machine, out, what);
 }
 
