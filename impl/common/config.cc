@@ -36,6 +36,8 @@ const std::vector<ConfigVar> kTable = {
      "while windows exist, the idle progress thread sleeps at most this long between polls for incoming puts"},
     {"STARLING_PEER_CHECK_SECONDS", nullptr, "0.5",
      "once an operation has waited this long for peers (and again every as long), check whether ranks on this host are still alive (by pid): a dead one fails the operation with STARLING_ERR_PEER_FAILED naming it; 0 disables"},
+    {"STARLING_MISMATCH_CHECK_SECONDS", nullptr, "1",
+     "once a numbered operation has waited this long for peers, tell the awaited ranks which operation this is; a rank inside another operation of the same number fails it with STARLING_ERR_MISMATCH, and so does every rank (the context is then unusable: destroy it). Catches ranks that disagree where no message of the other operation arrives (a neighbor call meeting a classic collective under a non-default topology); 0 disables"},
     {"STARLING_FT_DETECTOR_SECONDS", nullptr, "0",
      "under ULFM (Open MPI 5, --with-ft ulfm), when Starling initializes MPI: turn on ULFM's heartbeat failure detector, which declares a rank failed after this many seconds without a heartbeat (also a death the launcher never reports); 0: off (deaths are known from the launcher's notice only)"},
     {"STARLING_HEARTBEAT_SECONDS", nullptr, "0.5",
@@ -122,6 +124,7 @@ Config ParseConfig(const EnvLookup& lookup) {
     } else if (name == "STARLING_SPIN_MICROSECONDS") config.spin_microseconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_WINDOW_POLL_MICROSECONDS") config.window_poll_microseconds = ParseNumber(used, value, 1);
     else if (name == "STARLING_PEER_CHECK_SECONDS") config.peer_check_seconds = ParseNumber(used, value, 0);
+    else if (name == "STARLING_MISMATCH_CHECK_SECONDS") config.mismatch_check_seconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_FT_DETECTOR_SECONDS") config.ft_detector_seconds = ParseNumber(used, value, 0);
     else if (name == "STARLING_HEARTBEAT_SECONDS") {
       config.heartbeat_seconds = ParseNumber(used, value, 0);

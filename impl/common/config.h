@@ -24,6 +24,7 @@ struct Config {
   double spin_microseconds = 50.0;      // busy-wait before sleeping
   double window_poll_microseconds = 200.0;  // longest sleep between window polls
   double peer_check_seconds = 0.5;      // probe same-host peers after waiting this long; 0: never
+  double mismatch_check_seconds = 1.0;  // announce a stalled operation to its awaited ranks; 0: never
   double ft_detector_seconds = 0.0;     // ULFM's heartbeat detector timeout; 0: detector off
   double heartbeat_seconds = 0.5;       // ULFM: a waited-for rank silent this long is failed; 0: off
   std::string gpu_path = "auto";        // auto, staged or nccl

@@ -14,6 +14,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::compress {
 namespace {
@@ -36,8 +37,8 @@ class CompressedAllreduceOp : public runtime::Op {
     const uint64_t step = state_ ? state_->step : 0;
     const uint64_t stream = StreamId(spec_.seed, name_, step);
     ops::Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kCompressedAllreduce;
+    sig.seq = ops::NextSequence(context, sig.kind);
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.reduce = static_cast<uint8_t>(op_);
     sig.count = static_cast<int64_t>(n);

@@ -15,6 +15,7 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/neighbor.h"
 #include "impl/ops/neighbor_exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::compress {
 namespace {
@@ -65,8 +66,8 @@ class ChocoOp : public runtime::Op {
     codec_.Encode(diff, stream, code.data());
 
     ops::SegmentInfo info;
-    info.seq = context.NextSequence();
     info.kind = ops::OpKind::kChocoNeighborAllreduce;
+    info.seq = ops::NextSequence(context, info.kind);
     info.dtype = static_cast<uint8_t>(in_.dtype);
     info.count = static_cast<int64_t>(n);
     info.bytes = codec_.bytes();

@@ -14,6 +14,7 @@
 #include "impl/ops/exchange.h"
 #include "impl/ops/group.h"
 #include "impl/runtime/wait_monitor.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::device {
 namespace {
@@ -63,8 +64,8 @@ class SetupOp : public runtime::Op {
     mine.gpu = Hash(HostName() + "|" + identity);
 
     ops::Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kGpuSetup;
+    sig.seq = ops::NextSequence(context, sig.kind);
     sig.count = sizeof(Report);
     ops::Exchange ex(context, transport::Channel::kCollective, Label());
     const std::vector<const char*> all = ops::DisseminationGather(context, ops::WorldGroup(context), sig, &mine,
@@ -127,8 +128,8 @@ class SetupOp : public runtime::Op {
     view.numel = id.size();
     view.bytes = id.size();
     ops::Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kGpuSetup;
+    sig.seq = ops::NextSequence(context, sig.kind);
     ops::RunBroadcast(context, ops::WorldGroup(context), view, view, 0, sig, Label());
     if (id.back() == 0 && failure.empty()) failure = "rank 0 could not create the NCCL id (ncclGetUniqueId)";
     void* comm = nullptr;
@@ -136,8 +137,8 @@ class SetupOp : public runtime::Op {
     // Everyone learns whether every rank got a communicator.
     const uint8_t ok = failure.empty() ? 1 : 0;
     ops::Signature check;
-    check.seq = context.NextSequence();
     check.kind = ops::OpKind::kGpuSetup;
+    check.seq = ops::NextSequence(context, check.kind);
     check.count = 1;
     ops::Exchange ex(context, transport::Channel::kCollective, Label());
     const std::vector<const char*> all = ops::DisseminationGather(context, ops::WorldGroup(context), check, &ok, 1, ex);

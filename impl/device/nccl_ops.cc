@@ -15,6 +15,7 @@
 #include "impl/ops/exchange.h"
 #include "impl/ops/group.h"
 #include "impl/ops/neighbor.h"
+#include "impl/ops/sequence.h"
 #include "impl/runtime/wait_monitor.h"
 
 namespace starling::device {
@@ -127,7 +128,7 @@ class NcclOp : public runtime::Op {
   virtual void Prepare(runtime::Context& context) { AgreeOnCall(context); }
   void AgreeOnCall(runtime::Context& context) {
     ops::Signature sig = Signature();
-    sig.seq = context.NextSequence();
+    sig.seq = ops::NextSequence(context, sig.kind);
     ops::Agree(context, ops::WorldGroup(context), sig, Label());
   }
   // Queues the operation's NCCL calls and kernels on stream_.
@@ -384,7 +385,7 @@ class AllgatherOp : public NcclOp {
     const int size = context.size();
     Row mine{in_.first_dim(), out_.ndim() == std::max(in_.ndim(), 1) ? out_.first_dim() : -1, TrailingShapeHash(in_), 0};
     ops::Signature sig = Signature();
-    sig.seq = context.NextSequence();
+    sig.seq = ops::NextSequence(context, sig.kind);
     ops::Exchange ex(context, transport::Channel::kCollective, Label());
     const std::vector<const char*> all = ops::DisseminationGather(context, ops::WorldGroup(context), sig, &mine,
                                                                   sizeof mine, ex);
@@ -473,7 +474,8 @@ class NeighborAllreduceOp : public NcclOp {
   void Prepare(runtime::Context& context) override {
     AgreeOnCall(context);
     const ops::NeighborPlan& plan = *plan_;
-    if (plan.check) ops::CheckSendRecvMatch(context, plan.send_ranks, plan.recv_ranks, context.NextSequence(), Label());
+    if (plan.check) ops::CheckSendRecvMatch(context, plan.send_ranks, plan.recv_ranks,
+                                           ops::NextSequence(context, OpKind::kNcclNeighborAllreduce), Label());
   }
 
   void Enqueue(runtime::Context&) override {

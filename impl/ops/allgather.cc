@@ -9,6 +9,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -28,8 +29,8 @@ class AllgatherOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = gather_ ? OpKind::kAllgather : OpKind::kAllgatherDims;
+    sig.seq = NextSequence(context, sig.kind);
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.count = static_cast<int64_t>(in_.row_bytes());
     sig.root = static_cast<int32_t>(TrailingShapeHash(in_) & 0x7fffffff);  // trailing dims must agree

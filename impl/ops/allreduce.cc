@@ -16,6 +16,7 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 #include "impl/ops/reduce.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -157,8 +158,8 @@ class AllreduceOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = local_ ? OpKind::kLocalAllreduce : OpKind::kAllreduce;
+    sig.seq = NextSequence(context, sig.kind);
     RunAllreduce(context, local_ ? MachineGroup(context) : WorldGroup(context), in_, out_, op_, sig, Label());
   }
 

@@ -11,6 +11,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -33,8 +34,8 @@ class AlltoallOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kAlltoall;
+    sig.seq = NextSequence(context, sig.kind);
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.extra = varying_ ? 1 : 0;
     sig.count = varying_ ? 0 : static_cast<int64_t>(in_.numel);

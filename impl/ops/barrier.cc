@@ -1,6 +1,7 @@
 // barrier: a header-only dissemination round (ceil(log2 p) message rounds).
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -10,8 +11,8 @@ class BarrierOp : public runtime::Op {
   std::string Describe() const override { return "barrier"; }
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kBarrier;
+    sig.seq = NextSequence(context, sig.kind);
     if (context.size() > 1) Agree(context, WorldGroup(context), sig, Label());
   }
 };

@@ -9,6 +9,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -92,8 +93,8 @@ class BroadcastOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kBroadcast;
+    sig.seq = NextSequence(context, sig.kind);
     RunBroadcast(context, WorldGroup(context), in_, out_, root_, sig, Label());
   }
 

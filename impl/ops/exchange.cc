@@ -212,6 +212,17 @@ bool Exchange::ProgressFrame(Frame& f) {
   STARLING_CHECK(problem.empty(), Code::kMismatch, what_(), ": rank ", f.peer, " sent ", problem,
                  "; ranks are out of step");
   const Header& h = f.header;
+  if (channel_ == transport::Channel::kCollective && h.sig.seq > context_.sequence()) {
+    // A frame of a later operation of the sender: it made a call this rank did not
+    // make, and the frame meant for this rank's next operation is taken here, so later
+    // operations would wait for it forever. This one fails as ranks that disagree do
+    // (its headers); every later one, on every rank, fails at once.
+    const std::string reason =
+        Str("ranks are out of step: rank ", f.peer, " sent ", DescribeSignature(h.sig), " to ", what_(), " (#",
+            context_.sequence(), " here); the context cannot match later messages");
+    context_.MarkBroken(reason, Code::kMismatch);
+    context_.NotifyMismatch(reason);
+  }
   if (h.flags & kFlagPayloadInline) {
     f.data = f.buffer.data() + sizeof(Header);
     FinishFrame(f);

@@ -7,6 +7,7 @@
 #include "impl/ops/neighbor.h"
 #include "impl/ops/neighbor_exchange.h"
 #include "impl/ops/reduce.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -23,8 +24,8 @@ class HierarchicalOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kHierarchicalNeighborAllreduce;
+    sig.seq = NextSequence(context, sig.kind);
     const Group machine = MachineGroup(context);
     const LazyText what = Label();
     sig.extra = 1;

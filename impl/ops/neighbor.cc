@@ -9,6 +9,7 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/neighbor_exchange.h"
 #include "impl/ops/reduce.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -69,7 +70,7 @@ class NeighborAllreduceOp : public runtime::Op {
     std::vector<uint64_t> seqs;
     std::vector<Outgoing> outgoing;
     for (NeighborAllreduceOp* op : ops) {
-      seqs.push_back(context.NextSequence());
+      seqs.push_back(NextSequence(context, OpKind::kNeighborAllreduce));
       outgoing.push_back(Outgoing{op->Info(seqs.back()), op->in_.data});
     }
     const size_t fused = ops.size();
@@ -132,8 +133,8 @@ class NeighborAllgatherOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     SegmentInfo info;
-    info.seq = context.NextSequence();
     info.kind = OpKind::kNeighborAllgather;
+    info.seq = NextSequence(context, info.kind);
     info.dtype = static_cast<uint8_t>(in_.dtype);
     info.count = static_cast<int64_t>(in_.row_bytes());
     info.first_dim = in_.first_dim();

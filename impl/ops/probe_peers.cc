@@ -14,6 +14,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -32,8 +33,8 @@ class ProbePeersOp : public runtime::Op {
   void Run(runtime::Context& context) override {
     const int n = context.size(), rank = context.rank();
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kProbePeers;
+    sig.seq = NextSequence(context, sig.kind);
     sig.count = static_cast<int64_t>(bulk_);
     sig.root = repetitions_;
     std::vector<double> latency(static_cast<size_t>(n), 0.0), throughput(static_cast<size_t>(n), 0.0);

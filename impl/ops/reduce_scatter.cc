@@ -12,6 +12,7 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 #include "impl/ops/reduce.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -48,8 +49,8 @@ class ReduceScatterOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kReduceScatter;
+    sig.seq = NextSequence(context, sig.kind);
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.reduce = static_cast<uint8_t>(op_);
     sig.count = static_cast<int64_t>(in_.numel);

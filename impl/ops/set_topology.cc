@@ -6,6 +6,7 @@
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/neighbor.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -42,8 +43,8 @@ class SetTopologyOp : public runtime::Op {
     STARLING_CHECK(context.live_windows().load() == 0, Code::kInvalidUsage,
                    "windows exist; free them before changing the topology");
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kSetTopology;
+    sig.seq = NextSequence(context, sig.kind);
     sig.count = Fingerprint(*graph_, weighted_);
     sig.extra = machine_ ? 1 : 0;
     Agree(context, WorldGroup(context), sig, Label());

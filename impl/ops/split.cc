@@ -4,6 +4,7 @@
 // MISMATCH instead of a hang inside MPI_Comm_split.
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::ops {
 namespace {
@@ -16,8 +17,8 @@ class ContextSplitOp : public runtime::Op {
 
   void Run(runtime::Context& context) override {
     Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = OpKind::kContextSplit;
+    sig.seq = NextSequence(context, sig.kind);
     Agree(context, WorldGroup(context), sig, Label());
     *out_ = context.SplitCommunicator(color_, key_);
   }

@@ -390,6 +390,7 @@ void Context::PostNoticeReceiveLocked() {
 
 void Context::WithdrawNoticeReceive() {  // notice_mutex_ held
   if (heartbeat_) heartbeat_->Detach();
+  AbandonStallSends();
   if (!transport_ || !notice_ticket_.active) return;
   if (transport_->CancelRecvWithin(notice_ticket_, 0.1) == transport::Transport::CancelOutcome::kPending) {
     Quarantine(std::shared_ptr<Notice>(std::move(notice_in_)));  // MPI may still write it
@@ -441,6 +442,11 @@ std::string Context::PollFailureNotice() {
         d.seen = std::chrono::steady_clock::now();
       }
       any_departure_.store(true, std::memory_order_release);
+      PostNoticeReceiveLocked();
+      continue;
+    }
+    if ((n.magic == kStallMagic || n.magic == kMismatchMagic) && n.reporter >= 0 && n.reporter < size_) {
+      RecordStallNews(n, text);
       PostNoticeReceiveLocked();
       continue;
     }

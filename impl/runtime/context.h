@@ -128,9 +128,30 @@ class Context {
   ScratchPool& scratch() { return scratch_; }
   // Sequence number of the next collective operation: equal on every rank for the
   // same operation, so messages from a rank that skipped or added one are caught.
-  uint64_t NextSequence() { return ++sequence_; }
+  // `kind` (an ops::OpKind) and its static name: what a wait in this operation tells
+  // the ranks it waits for when it stalls (disagreement.cc).
+  uint64_t NextSequence(uint8_t kind, const char* kind_name) {
+    if (running_first_ == 0) running_first_ = sequence_ + 1;
+    running_kind_ = kind;
+    running_kind_name_ = kind_name;
+    return ++sequence_;
+  }
   // The running operation's sequence number (the last one handed out).
   uint64_t sequence() const { return sequence_; }
+  // The engine, before each operation: one that takes no number announces nothing.
+  void ClearRunningKind() {
+    if (running_kind_ != 0) {
+      previous_ = Numbered{running_first_, sequence_, running_kind_};
+      previous_name_ = running_kind_name_;
+    }
+    running_first_ = 0;
+    running_kind_ = 0;
+    running_kind_name_ = nullptr;
+  }
+  // The running operation's first number (a fused group takes several; 0: none).
+  uint64_t running_first() const { return running_first_; }
+  uint8_t running_kind() const { return running_kind_; }
+  const char* running_kind_name() const { return running_kind_name_ ? running_kind_name_ : "operation"; }
 
   // The current (machine) topology; machine_topology() is null until one is set.
   std::shared_ptr<const TopologyState> topology() const;
@@ -228,6 +249,25 @@ class Context {
   // departures, and returns a failure notice's text, or "".
   std::string PollFailureNotice();
 
+  // --- ranks in different operations, found while waiting (impl/runtime/disagreement.cc) ---
+  // Tells each of `ranks` not told yet in this operation that this rank has waited in
+  // operation `op`, described by `text`. Never throws.
+  void AnnounceStall(const std::set<int>& ranks, const Numbered& op, const std::string& text);
+  // True once a stall announcement or a reported disagreement arrived.
+  bool any_stall_news() const { return any_stall_news_.load(std::memory_order_acquire); }
+  // For a wait in operation `op` (described by `mine`, evaluated only for the message)
+  // for `awaited`, from what PollFailureNotice recorded: "" unless a rank announced a
+  // stall in another kind of operation with one of these numbers ("ranks disagree:
+  // rank 3 (...) called neighbor_allreduce #4 (...) while rank 0 called allreduce #4
+  // (...)"), or an awaited rank announced one in a later operation (it ended this one
+  // without sending what this rank waits for).
+  std::string StallDisagreement(const Numbered& op, const std::set<int>& awaited, const LazyText& mine);
+  // Tells every other rank that this context failed on `reason` (a disagreement), so
+  // that their waits end too. Once per context; nothing waits for delivery.
+  void NotifyMismatch(const std::string& reason);
+  // The disagreement another rank reported (with "(reported by ...)"), or "".
+  std::string MismatchNotice();
+
   // --- departures (see impl/runtime/departure.cc) ---
   // Tells every other rank that this one leaves the context now, after operation
   // #sequence(), and why ("called shutdown ..."). `normal`: it took part in every
@@ -304,6 +344,13 @@ class Context {
   transport::PeerTraffic retired_traffic_;       // earlier numberings' sums; likewise
   std::unique_ptr<Timeline> timeline_;
   uint64_t sequence_ = 0;
+  // The running operation's numbers and kind, and the last numbered one before it
+  // (execution lock; see NextSequence).
+  uint64_t running_first_ = 0;
+  uint8_t running_kind_ = 0;
+  const char* running_kind_name_ = nullptr;
+  Numbered previous_;
+  const char* previous_name_ = "";
 
   mutable std::mutex topology_mutex_;
   std::shared_ptr<const TopologyState> topology_;
@@ -317,15 +364,29 @@ class Context {
 
   // Failure notices (channel kControl): one receive from any rank stays posted.
   struct Notice {
-    uint32_t magic = 0;  // kind: a failure notice, or a departure
+    uint32_t magic = 0;  // kind: a failure notice, a departure, a stall or a mismatch
     int32_t reporter = -1;
     uint64_t sequence = 0;  // departure: the last operation the reporter took part in
+    uint64_t first = 0;     // stall: the reporter's operation's numbers (first..sequence)
     int32_t normal = 0;     // departure: 1 if it completed every operation up to then
     int32_t gone = -1;      // failure: the rank found gone, or -1
-    char text[488] = {};
+    uint32_t kind = 0;      // stall: its kind (an ops::OpKind)
+    uint32_t previous_kind = 0;  // stall: the reporter's numbered operation before it
+    uint64_t previous_first = 0;
+    uint64_t previous_last = 0;
+    char previous_name[40] = {};  // its kind's name
+    char text[416] = {};
   };
   static constexpr uint32_t kFailureMagic = 0x53464149;    // "SFAI"
   static constexpr uint32_t kDepartureMagic = 0x53444550;  // "SDEP"
+  static constexpr uint32_t kStallMagic = 0x5353544c;      // "SSTL": AnnounceStall
+  static constexpr uint32_t kMismatchMagic = 0x534d4953;   // "SMIS": NotifyMismatch
+  // Records a stall or mismatch notice (PollFailureNotice, notice_mutex_ held).
+  void RecordStallNews(const Notice& notice, const std::string& text);
+  // Forgets the stalls heard of and told (repair and grow renumber ranks and operations).
+  void ClearStallNews();
+  // The transport goes (notice_mutex_ held): stall notices still in flight are kept.
+  void AbandonStallSends();
   struct Departure {
     uint64_t sequence = 0;
     bool normal = false;
@@ -347,6 +408,24 @@ class Context {
   mutable std::mutex departures_mutex_;
   std::map<int, Departure> departures_;  // by rank; guarded by departures_mutex_
   std::atomic<bool> any_departure_{false};
+  struct Stall {
+    Numbered op;
+    std::string text;  // "neighbor_allreduce #4 (...)"
+    Numbered previous;
+    std::string previous_name;
+  };
+  mutable std::mutex stalls_mutex_;
+  std::map<int, Stall> stalls_;  // the latest each rank announced; guarded by stalls_mutex_
+  std::string mismatch_notice_;  // likewise
+  std::atomic<bool> any_stall_news_{false};
+  std::atomic<bool> mismatch_notified_{false};
+  uint64_t told_sequence_ = 0;  // AnnounceStall: the operation, and whom it told (notice_mutex_)
+  std::set<int> told_;
+  struct StallSend {
+    std::shared_ptr<Notice> notice;
+    transport::Ticket ticket;
+  };
+  std::vector<StallSend> stall_sends_;  // in flight; guarded by notice_mutex_
   std::shared_ptr<Heartbeat> heartbeat_;  // null: off (shared with the progress thread's tick)
   mutable std::mutex gone_mutex_;
   std::set<int> gone_;  // guarded by gone_mutex_; see NoteGone

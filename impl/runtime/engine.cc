@@ -226,6 +226,7 @@ void Engine::RunOne(Op& op) {
   if (timeline) timeline->Begin(lane, "RUN", op.Describe());
   try {
     context_.CheckUsable();
+    context_.ClearRunningKind();
     op.Run(context_);
     if (timeline) timeline->End(lane);
     Complete(op, Code::kOk, {});
@@ -251,6 +252,7 @@ void Engine::RunFused(const std::vector<std::unique_ptr<Op>>& group) {
   };
   try {
     context_.CheckUsable();
+    context_.ClearRunningKind();
     group[0]->RunGroup(context_, members);
     end_spans();
   } catch (...) {

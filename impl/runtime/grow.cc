@@ -258,6 +258,7 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   }
   sequence_ = 0;
   notified_.store(false);
+  ClearStallNews();
   PostNoticeReceive();
   if (attach) attach(result);
   STARLING_LOG_INFO("context grown: ", result.old_size, " -> ", result.new_size, " ranks (this rank ",

@@ -3,6 +3,7 @@
 // execution lock (the progress thread, or a caller waiting for it).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,13 @@
 namespace starling::runtime {
 
 class Context;
+
+// A numbered operation's numbers on its context (first..last: a fused group takes
+// several) and kind (an ops::OpKind; 0: unknown).
+struct Numbered {
+  uint64_t first = 0, last = 0;
+  uint8_t kind = 0;
+};
 
 class Op {
  public:

@@ -134,6 +134,7 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   }
   sequence_ = 0;
   notified_.store(false);
+  ClearStallNews();
   repaired_ = true;
   {
     std::lock_guard<std::mutex> lock(departures_mutex_);

@@ -28,7 +28,46 @@ WaitMonitor::WaitMonitor(Context& context, const LazyText& what, uint64_t sequen
       sequence_(sequence),
       last_check_(std::chrono::steady_clock::now()),
       next_warning_(context.config().stall_warning_seconds),
-      next_probe_(context.config().peer_check_seconds) {}
+      next_probe_(context.config().peer_check_seconds) {
+  if (sequence != 0 && sequence == context.sequence() && context.running_kind() != 0) {
+    op_ = Numbered{context.running_first(), sequence, context.running_kind()};
+    kind_name_ = context.running_kind_name();
+    next_announce_ = context.config().mismatch_check_seconds;
+  }
+}
+
+std::string WaitMonitor::DescribeMine() const {
+  // The description starts with the operation's name ("allreduce 'grad' (...)"), or
+  // not ("3 fused neighbor_allreduce calls").
+  const std::string text = what_();
+  const std::string name = kind_name_;
+  if (text.compare(0, name.size(), name) == 0 && (text.size() == name.size() || text[name.size()] == ' '))
+    return Str(name, " #", sequence_, text.substr(name.size()));
+  return Str(name, " #", sequence_, " (", text, ")");
+}
+
+void WaitMonitor::CheckDisagreement(const std::function<Awaited()>& awaited, double waited) {
+  const double after = context_.config().mismatch_check_seconds;
+  if (context_.any_stall_news()) {
+    std::string reason = context_.MismatchNotice();
+    const bool found_here = reason.empty();
+    // Only once this wait has lasted as long as the peers' did before they spoke:
+    // what a peer sent before it went on has arrived by then.
+    if (found_here && after > 0 && waited >= after)
+      reason = context_.StallDisagreement(op_, awaited().ranks, [this] { return DescribeMine(); });
+    if (!reason.empty()) {
+      // Messages of the two operations may be left unreceived: the context cannot go on.
+      context_.MarkBroken(reason, Code::kMismatch);
+      if (found_here) context_.NotifyMismatch(reason);
+      throw Error(Code::kMismatch, reason);
+    }
+  }
+  if (after > 0 && waited >= next_announce_) {
+    // Again later: a later round of the operation may wait for other ranks.
+    next_announce_ = waited + after;
+    context_.AnnounceStall(awaited().ranks, op_, DescribeMine());
+  }
+}
 
 double WaitMonitor::Advance() {
   const auto now = std::chrono::steady_clock::now();
@@ -64,6 +103,8 @@ void WaitMonitor::Check(const std::function<Awaited()>& awaited) {
     // stopped at that failure would otherwise last until the timeout.
     const std::string notice = context_.PollFailureNotice();
     if (!notice.empty()) PeerFailed(notice);
+    // Before departures: a rank that found a disagreement leaves after telling.
+    if (op_.kind != 0) CheckDisagreement(awaited, waited);
     // A rank left (an exception, an exit, a shutdown): a wait it will never answer ends.
     if (context_.any_departure()) {
       const std::string left = context_.DepartureFailure(awaited().ranks, sequence_);

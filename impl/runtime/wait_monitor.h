@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/common/error.h"
+#include "impl/runtime/op.h"
 
 namespace starling::runtime {
 
@@ -55,10 +56,19 @@ class WaitMonitor {
   void CheckHeartbeat(const std::function<Awaited()>& awaited, double waited);
   // Marks the context failed (later calls fail fast with `reason`) and throws.
   [[noreturn]] void PeerFailed(const std::string& reason);
+  // A numbered operation: ends the wait on a disagreement this rank finds in the
+  // announcements of stalled peers, or that another rank reported, and announces this
+  // wait to the awaited ranks once it lasts (runtime/disagreement.cc).
+  void CheckDisagreement(const std::function<Awaited()>& awaited, double waited);
+  // "allreduce #12 'grad' (sum, float32[10])": this operation, for announcements.
+  std::string DescribeMine() const;
 
   Context& context_;
   const LazyText& what_;
   uint64_t sequence_;
+  Numbered op_;  // the operation's numbers and kind when it is numbered (kind 0: none known)
+  const char* kind_name_ = "";
+  double next_announce_ = 0;  // when to tell the awaited ranks (again); 0: never
   std::chrono::steady_clock::time_point last_check_;
   double waited_ = 0;
   double next_warning_;

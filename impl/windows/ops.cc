@@ -13,6 +13,7 @@
 #include "impl/transport/shm/links.h"
 #include "impl/transport/shm/probe.h"
 #include "impl/windows/registry.h"
+#include "impl/ops/sequence.h"
 
 namespace starling::windows {
 namespace {
@@ -168,8 +169,8 @@ class CreateOp : public runtime::Op {
       if (registry.Add(window)) StartService(context, registry);
     }
     ops::Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kWindowCreate;
+    sig.seq = ops::NextSequence(context, sig.kind);
     sig.dtype = static_cast<uint8_t>(tensor_.dtype);
     sig.count = static_cast<int64_t>(tensor_.numel);
     sig.root = NameHash(name_);
@@ -221,8 +222,8 @@ class FreeOp : public runtime::Op {
   // for the window get NOT_FOUND.
   void Run(runtime::Context& context) override {
     ops::Signature sig;
-    sig.seq = context.NextSequence();
     sig.kind = ops::OpKind::kWindowFree;
+    sig.seq = ops::NextSequence(context, sig.kind);
     sig.count = window_->id();
     sig.root = NameHash(window_->name());
     ops::Agree(context, ops::WorldGroup(context), sig, Label());

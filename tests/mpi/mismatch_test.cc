@@ -8,8 +8,11 @@
 // from rank 0 may complete (its sources all made its call); every other rank must fail.
 // Before the fix every classic kind meeting a large neighbor call crashed the process
 // (the neighbor data, left unreceived, overflowed the next operation's receive).
+// Under other topologies (NonDefaultTopologiesFailOnEveryRank) the context may be left
+// unusable, but every rank fails promptly.
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
 #include <sstream>
 
@@ -175,6 +178,79 @@ TEST_F(Mismatch, EveryPairOfCollectivesFailsOnEveryRank) {
       }
     }
   }
+}
+
+// Under the rings (any topology but the default exponential graph) a neighbor call may
+// wait for a rank in a classic collective that never sends to it, and the reverse:
+// no header of the other operation arrives, and the ranks find the disagreement by
+// telling each other where they wait (STARLING_MISMATCH_CHECK_SECONDS, 0.3 s in this
+// test). Every rank that cannot complete must fail with MISMATCH saying the ranks
+// disagree, within a few seconds; the allreduce after it then either gives the
+// exact sum or fails at once (the context is unusable after such a disagreement),
+// never hangs or times out.
+TEST_F(Mismatch, NonDefaultTopologiesFailOnEveryRank) {
+  if (size < 3) GTEST_SKIP() << "needs three ranks (at two, the rings are the default graph)";
+  const std::vector<Collective> all = Collectives();
+  const std::pair<starling_ring_style_t, int64_t> rings[] = {{STARLING_RING_LEFT, 24}, {STARLING_RING_RIGHT, 24 << 10}};
+  auto set_ring = [&](starling_ring_style_t style) {
+    Topo topo;
+    EXPECT_OK(starling_topology_ring(size, style, &topo.t));
+    EXPECT_OK(starling_set_topology(ctx, topo.t, 0));
+  };
+  int disagreements = 0;
+  for (const auto& [style, n] : rings) {
+    set_ring(style);
+    for (const Collective& a : all) {
+      for (const Collective& b : all) {
+        if (a.neighbor == b.neighbor) continue;  // one classic and one neighbor call
+        const Collective& mine = rank == 0 ? a : b;
+        const auto start = std::chrono::steady_clock::now();
+        const starling_status_t s = mine.call(ctx, rank, size, n);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const std::string message = s == STARLING_SUCCESS ? "" : starling_last_error();
+        std::ostringstream problem;
+        const bool may_succeed = mine.neighbor && rank != 0 && !HearsFromRankZero(ctx, size);
+        if (s == STARLING_SUCCESS && !may_succeed) problem << "succeeded (a wrong result)";
+        else if (s != STARLING_SUCCESS && s != STARLING_ERR_MISMATCH) problem << "status " << s << ": " << message;
+        // Ranks that went on may reach this one's operation with a later one, and the
+        // message then names that ("rank 0 called allreduce #3 while rank 2 called
+        // broadcast #2"): it must say the ranks disagree.
+        else if (s == STARLING_ERR_MISMATCH && message.find("ranks disagree") == std::string::npos &&
+                 message.find("out of step") == std::string::npos &&
+                 message.find("calling different operations") == std::string::npos)
+          problem << "a message that does not say the ranks disagree: " << message;
+        if (took > 5.0) problem << (problem.tellp() > 0 ? "; " : "") << "it took " << took << " s";
+        if (message.find("STARLING_MISMATCH_CHECK_SECONDS") != std::string::npos) ++disagreements;
+        // The next call: the exact sum, or MISMATCH at once (an unusable context).
+        Buffer x(Kind::kF32, {n});
+        Fill(x, rank);
+        const auto after_start = std::chrono::steady_clock::now();
+        const starling_status_t after = starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after");
+        const double after_took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - after_start).count();
+        bool exact = after == STARLING_SUCCESS;
+        for (size_t i = 0; exact && i < x.numel(); ++i) exact = x.get(i) == size * (size + 1) / 2.0;
+        if (after == STARLING_SUCCESS && !exact) problem << "; the allreduce after it gave a wrong sum";
+        if (after != STARLING_SUCCESS && after != STARLING_ERR_MISMATCH)
+          problem << "; the allreduce after it: status " << after << ": " << starling_last_error();
+        if (after_took > 5.0) problem << "; the allreduce after it took " << after_took << " s";
+        if (!problem.str().empty())
+          ADD_FAILURE() << Describe(a, b, n, problem.str()) << " (ring " << static_cast<int>(style) << ")";
+        int broken = exact ? 0 : 1, any_broken = 0;
+        MPI_Allreduce(&broken, &any_broken, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any_broken) {
+          starling_context_destroy(ctx);
+          ctx = nullptr;
+          ASSERT_OK(starling_context_create(nullptr, &ctx));
+          set_ring(style);
+        }
+      }
+    }
+  }
+  // The new check must be what ended some of these calls (not only the headers).
+  int total = 0;
+  MPI_Allreduce(&disagreements, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_GT(total, 0);
 }
 
 // One call of `name` on a tensor of `kind` and `shape` (96 bytes in every case below).

@@ -2,6 +2,7 @@
 exception subclassing them) with a message saying what to do; nothing crashes."""
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -188,6 +189,45 @@ def test_mismatched_shapes_across_ranks(ctx):
         ctx.broadcast(np.zeros(4), root=RANK)  # every rank names itself as root
     ctx.barrier()  # the context stays usable after mismatches
     assert np.all(ctx.allreduce(np.ones(2)) == SIZE)
+
+
+@pytest.mark.skipif(SIZE < 3, reason="at two ranks the rings are the default graph")
+def test_disagreement_under_a_ring_ends_on_every_rank_within_seconds():
+    """Rank 0 calls allreduce, the others neighbor_allreduce, under the ring where each
+    rank sends to the one before it: rank 0 and the last rank then wait for each other
+    and no message of either operation reaches the other. Their stalled waits tell each
+    other where they are (STARLING_MISMATCH_CHECK_SECONDS, 1 s): every rank gets
+    MismatchError in seconds, or completes with a right result where all its sources
+    made its call; the next call gives the exact sum or fails at once."""
+    c = starling.Context()
+    try:
+        c.set_topology(starling.Topology.ring(SIZE, 1))
+        sources = list(c.in_neighbors)  # under this ring: the next rank
+        may_succeed = RANK != 0 and 0 not in sources
+        x = np.full(24, RANK + 1.0)
+        start = time.monotonic()
+        error = None
+        try:
+            out = c.allreduce(x) if RANK == 0 else c.neighbor_allreduce(x)
+        except starling.MismatchError as e:
+            error = str(e)
+        took = time.monotonic() - start
+        after_error = None
+        try:
+            total = c.allreduce(np.ones(3), name="after")
+        except (starling.MismatchError, starling.PeerFailedError) as e:  # a rank that failed may have closed
+            after_error = str(e)
+        after_took = time.monotonic() - start - took
+    finally:
+        c.close()
+    assert took < 5 and after_took < 5, (took, after_took)
+    if error is None:
+        assert may_succeed, f"rank {RANK} completed with a wrong result"
+        assert np.allclose(out, (RANK + 1.0 + sum(r + 1.0 for r in sources)) / (1 + len(sources)))
+    else:
+        assert re.search("ranks disagree|different operations|out of step", error), error
+    if after_error is None:
+        assert np.all(total == SIZE)
 
 
 def test_bad_ranks_and_weights(ctx):

@@ -32,7 +32,7 @@ run_tests() {  # <dir> <ctest regex> [<exclude regex>]
 }
 
 mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_window_stress_test mpi_bad_input_test
-  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test)
+  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test mpi_mismatch_test)
 # The CUDA paths on the emulated device (its stream workers and NCCL sockets are threads
 # too): staged and NCCL, windows, bad input.
 gpu_programs=(gpu_ops_test gpu_windows_test gpu_bad_input_test gpu_unavailable_test starling_emudevice)
@@ -46,10 +46,12 @@ for stage in "${stages[@]}"; do
       # the 3- and 4-rank runs of the slowest (window stress, the GPU operations), the
       # 1- and 4-rank Python suite (about 180 of the 490 test-seconds, CI time: their
       # 2-rank runs cover the same code, and stage 1 runs them all unsanitized).
+      # mpi.mismatch_topologies.np3: the stall notices (kept, reaped and abandoned
+      # buffers) and contexts left unusable by a disagreement.
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|mpi\.shm_neighbor\.np2$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|mpi\.shm_neighbor\.np2$|mpi\.mismatch_topologies\.np3$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
         '^(python\.(suite\.np[14]|environment\.np4)|mpi\.window_stress(_noshm)?\.np[34]|gpu\.ops_(nccl|staged)\.np[34])$'
       ;;
     tsan)

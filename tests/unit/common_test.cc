@@ -47,6 +47,10 @@ TEST(Config, DefaultsWhenUnset) {
 TEST(Config, PeerCheckSeconds) {
   EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "2"}}).peer_check_seconds, 2.0);
   EXPECT_EQ(Parse({{"STARLING_PEER_CHECK_SECONDS", "0"}}).peer_check_seconds, 0.0);
+  EXPECT_EQ(Parse({}).mismatch_check_seconds, 1.0);
+  EXPECT_EQ(Parse({{"STARLING_MISMATCH_CHECK_SECONDS", "0.2"}}).mismatch_check_seconds, 0.2);
+  EXPECT_NE(ParseError({{"STARLING_MISMATCH_CHECK_SECONDS", "soon"}}).find("STARLING_MISMATCH_CHECK_SECONDS"),
+            std::string::npos);
   EXPECT_EQ(Parse({}).ft_detector_seconds, 0.0);
   EXPECT_EQ(Parse({{"STARLING_FT_DETECTOR_SECONDS", "1.5"}}).ft_detector_seconds, 1.5);
   EXPECT_NE(ParseError({{"STARLING_FT_DETECTOR_SECONDS", "soon"}}).find("STARLING_FT_DETECTOR_SECONDS"),
