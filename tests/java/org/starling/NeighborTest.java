@@ -128,6 +128,49 @@ public class NeighborTest extends ContextTestBase {
     ctx.barrier(); // the context still works
   }
 
+  /**
+   * Rank 0 calls allreduce, the others neighborAllreduce, under the ring where each rank
+   * sends to the one before it: rank 0 and the last rank wait for each other and no
+   * message of either operation reaches the other. Their stalled waits tell each other
+   * where they are (STARLING_MISMATCH_CHECK_SECONDS): MISMATCH in seconds, or a right
+   * result where all of a rank's sources made its call. The context is then left.
+   */
+  @Test
+  public void ranksInDifferentOperationsUnderARingFailWithinSeconds() {
+    assumeTrue("needs 3 ranks or more (at 2 the rings are the default graph)", size > 2);
+    try (Context c = Context.create(); Topology ring = Topology.ring(size, RingStyle.LEFT)) {
+      c.setTopology(ring, false);
+      int[] sources = ring.inNeighbors(rank);
+      boolean maySucceed = rank != 0 && java.util.Arrays.stream(sources).noneMatch(r -> r == 0);
+      double[] x = new double[24];
+      java.util.Arrays.fill(x, rank + 1.0);
+      double[] out = new double[24];
+      long start = System.nanoTime();
+      StarlingException failure = null;
+      try {
+        if (rank == 0) {
+          c.allreduce(Tensor.of(x), Tensor.of(out), ReduceOp.SUM);
+        } else {
+          c.neighborAllreduce(Tensor.of(x), Tensor.of(out));
+        }
+      } catch (StarlingException e) {
+        failure = e;
+      }
+      double took = (System.nanoTime() - start) / 1e9;
+      assertTrue("took " + took + " s", took < 5);
+      if (failure == null) {
+        assertTrue("rank " + rank + " completed with a wrong result", maySucceed);
+        double expected = rank + 1.0;
+        for (int r : sources) expected += r + 1.0;
+        for (double v : out) assertEquals(expected / (1 + sources.length), v, 1e-12);
+      } else {
+        assertEquals(failure.getMessage(), Status.MISMATCH, failure.status());
+        assertTrue(failure.getMessage(),
+            failure.getMessage().matches("(?s).*(ranks disagree|different operations|out of step).*"));
+      }
+    }
+  }
+
   @Test
   public void neighborAllgatherStaticAndDynamic() {
     try (Topology ring = Topology.ring(size, RingStyle.BIDIRECTIONAL)) {
