@@ -336,6 +336,58 @@ TEST_F(ShmNeighbor, PairGossipThroughSharedMemory) {
   }
 }
 
+// The writer's bounded wait for a buffer (shm_data.cc: a destination that has not
+// released it within 0.1 s gets the data in the frame instead). Rank 0 sends to rank 1
+// only, three calls in a row, while rank 1 sleeps 0.5 s before its first: the third
+// publication needs the first one's buffer back (there are two), rank 1 still holds it,
+// so the third call's data goes through MPI. Every result exact; exactly two calls'
+// data counted as shared.
+TEST_F(ShmNeighbor, AWriterGivesUpOnADestinationThatHoldsItsBuffer) {
+  int local = 0;
+  ASSERT_OK(starling_local_size(ctx, &local));
+  if (size < 2 || local != size || ShmOff()) GTEST_SKIP() << "needs every rank on this host, shared memory on";
+  const size_t n = 16384;  // 64 KiB: above STARLING_SHM_MIN_BYTES and below the buffer in every variant
+  const int sender = 0, receiver = 1, calls = 3;
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  if (rank == receiver) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int c = 0; c < calls; ++c) {
+    const int salt = 3000 + c;
+    std::vector<float> x(n), out(n);
+    for (size_t i = 0; i < n; ++i) x[i] = Datum(rank, i, salt);
+    int64_t sx, so;
+    DLTensor tx = View(x, &sx), to = View(out, &so);
+    starling_neighbor_args_t dyn = STARLING_NEIGHBOR_ARGS_INIT;
+    dyn.use_weights = 1;
+    dyn.dynamic = 1;
+    const double half = 0.5, one = 1.0;
+    dyn.self_weight = rank == receiver ? 0.5 : 1.0;
+    if (rank == receiver) {
+      dyn.num_sources = 1;
+      dyn.source_ranks = &sender;
+      dyn.source_weights = &half;
+    } else if (rank == sender) {
+      dyn.num_destinations = 1;
+      dyn.destination_ranks = &receiver;
+      dyn.destination_weights = &one;
+    }
+    ASSERT_OK(starling_neighbor_allreduce(ctx, &tx, &to, &dyn));
+    for (size_t i = 0; i < n; ++i) {
+      const double expected = rank == receiver ? 0.5 * Datum(rank, i, salt) + 0.5 * Datum(sender, i, salt)
+                                               : Datum(rank, i, salt);
+      ASSERT_NEAR(out[i], expected, 2e-6) << "call " << c << " element " << i;
+    }
+  }
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  if (rank == sender) {
+    const uint64_t shared = after.shm_bytes_sent - before.shm_bytes_sent;
+    EXPECT_EQ(shared, 2 * n * sizeof(float)) << "calls 1 and 2 through shared memory, call 3 not";
+    EXPECT_GE(after.bytes_sent - before.bytes_sent - shared, n * sizeof(float)) << "call 3's data through MPI";
+  }
+  ASSERT_OK(starling_barrier(ctx));
+}
+
 // Ranks disagreeing on the size, one of them through shared memory and the other through
 // MPI (or both, on either side of a threshold): MISMATCH where a source disagrees, no
 // hang, and the next call is right.
