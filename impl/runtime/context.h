@@ -146,12 +146,12 @@ class Context {
     }
     running_first_ = 0;
     running_kind_ = 0;
-    running_kind_name_ = nullptr;
+    running_kind_name_ = "";
   }
   // The running operation's first number (a fused group takes several; 0: none).
   uint64_t running_first() const { return running_first_; }
   uint8_t running_kind() const { return running_kind_; }
-  const char* running_kind_name() const { return running_kind_name_ ? running_kind_name_ : "operation"; }
+  const char* running_kind_name() const { return running_kind_name_; }
 
   // The current (machine) topology; machine_topology() is null until one is set.
   std::shared_ptr<const TopologyState> topology() const;
@@ -348,7 +348,7 @@ class Context {
   // (execution lock; see NextSequence).
   uint64_t running_first_ = 0;
   uint8_t running_kind_ = 0;
-  const char* running_kind_name_ = nullptr;
+  const char* running_kind_name_ = "";
   Numbered previous_;
   const char* previous_name_ = "";
 

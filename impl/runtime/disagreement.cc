@@ -39,23 +39,27 @@ void Context::AnnounceStall(const std::set<int>& ranks, const Numbered& op, cons
     told_sequence_ = op.last;
     told_.clear();
   }
+  // One notice for every rank told (it is only read): it lives until its last send is reaped.
+  std::shared_ptr<Notice> notice;
   for (int r : ranks) {
     // A rank that left answers nothing (and may have finalized MPI).
     if (r == rank_ || r < 0 || r >= size_ || departed(r) || !told_.insert(r).second) continue;
-    auto notice = std::make_shared<Notice>();
-    notice->magic = kStallMagic;
-    notice->reporter = rank_;
-    notice->sequence = op.last;
-    notice->first = op.first;
-    notice->kind = op.kind;
-    notice->previous_kind = previous_.kind;
-    notice->previous_first = previous_.first;
-    notice->previous_last = previous_.last;
-    std::snprintf(notice->previous_name, sizeof notice->previous_name, "%s", previous_name_);
-    std::snprintf(notice->text, sizeof notice->text, "%s", text.c_str());
+    if (!notice) {
+      notice = std::make_shared<Notice>();
+      notice->magic = kStallMagic;
+      notice->reporter = rank_;
+      notice->sequence = op.last;
+      notice->first = op.first;
+      notice->kind = op.kind;
+      notice->previous_kind = previous_.kind;
+      notice->previous_first = previous_.first;
+      notice->previous_last = previous_.last;
+      std::snprintf(notice->previous_name, sizeof notice->previous_name, "%s", previous_name_);
+      std::snprintf(notice->text, sizeof notice->text, "%s", text.c_str());
+    }
     try {
-      transport::Ticket ticket = transport_->Isend(transport::Channel::kControl, r, notice.get(), sizeof(Notice));
-      stall_sends_.push_back(StallSend{std::move(notice), ticket});
+      stall_sends_.push_back(
+          StallSend{notice, transport_->Isend(transport::Channel::kControl, r, notice.get(), sizeof(Notice))});
     } catch (const Error&) {
       // Best effort: that rank's own wait still has its timeout.
     }
@@ -85,15 +89,17 @@ bool NumbersOverlap(const Numbered& a, const Numbered& b) {
 
 std::string Context::StallDisagreement(const Numbered& op, const std::set<int>& awaited, const LazyText& mine) {
   if (!any_stall_news() || op.kind == 0) return {};
-  const std::string found = Str(" (found when both had waited STARLING_MISMATCH_CHECK_SECONDS=",
-                                config_.mismatch_check_seconds, " s: no message of either operation reached the other)");
+  const auto found = [this] {
+    return Str(" (found when both had waited STARLING_MISMATCH_CHECK_SECONDS=", config_.mismatch_check_seconds,
+               " s: no message of either operation reached the other)");
+  };
   std::lock_guard<std::mutex> lock(stalls_mutex_);
   for (const auto& [r, stall] : stalls_) {
     // Operation numbers are handed out in call order on every rank: a shared number
     // is the same call in the program, and must be the same kind of operation.
     if (NumbersOverlap(stall.op, op) && stall.op.kind != op.kind) {
       return Str("ranks disagree: ", DescribeRank(r), " called ", stall.text, " while rank ", rank_, " called ", mine(),
-                 found);
+                 found());
     }
     // A rank that went on to a later operation sent everything it had for this one
     // before it left it; this rank still waiting for it (after waiting as long as that
@@ -101,7 +107,7 @@ std::string Context::StallDisagreement(const Numbered& op, const std::set<int>& 
     if (stall.op.first > op.last && awaited.count(r) > 0) {
       if (NumbersOverlap(stall.previous, op) && stall.previous.kind != op.kind) {
         return Str("ranks disagree: ", DescribeRank(r), " called ", stall.previous_name, " #", stall.previous.last,
-                   " (and went on to ", stall.text, ") while rank ", rank_, " called ", mine(), found);
+                   " (and went on to ", stall.text, ") while rank ", rank_, " called ", mine(), found());
       }
       return Str("ranks disagree: ", DescribeRank(r), " is already in ", stall.text, " while rank ", rank_,
                  " still waits for it in ", mine(),

@@ -48,13 +48,16 @@ std::string WaitMonitor::DescribeMine() const {
 
 void WaitMonitor::CheckDisagreement(const std::function<Awaited()>& awaited, double waited) {
   const double after = context_.config().mismatch_check_seconds;
+  const bool announce = after > 0 && waited >= next_announce_;
+  // Only once this wait has lasted as long as the peers' did before they spoke: what a
+  // peer sent before it went on has arrived by then.
+  const bool compare = after > 0 && waited >= after && context_.any_stall_news();
+  std::set<int> ranks;
+  if (announce || compare) ranks = awaited().ranks;
   if (context_.any_stall_news()) {
     std::string reason = context_.MismatchNotice();
     const bool found_here = reason.empty();
-    // Only once this wait has lasted as long as the peers' did before they spoke:
-    // what a peer sent before it went on has arrived by then.
-    if (found_here && after > 0 && waited >= after)
-      reason = context_.StallDisagreement(op_, awaited().ranks, [this] { return DescribeMine(); });
+    if (found_here && compare) reason = context_.StallDisagreement(op_, ranks, [this] { return DescribeMine(); });
     if (!reason.empty()) {
       // Messages of the two operations may be left unreceived: the context cannot go on.
       context_.MarkBroken(reason, Code::kMismatch);
@@ -62,10 +65,10 @@ void WaitMonitor::CheckDisagreement(const std::function<Awaited()>& awaited, dou
       throw Error(Code::kMismatch, reason);
     }
   }
-  if (after > 0 && waited >= next_announce_) {
+  if (announce) {
     // Again later: a later round of the operation may wait for other ranks.
     next_announce_ = waited + after;
-    context_.AnnounceStall(awaited().ranks, op_, DescribeMine());
+    context_.AnnounceStall(ranks, op_, DescribeMine());
   }
 }
 

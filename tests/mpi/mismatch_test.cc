@@ -139,21 +139,43 @@ class Mismatch : public ContextTest {
       problem << "a message that does not name both operations: " << message;
     }
     // The context must still work.
+    const After after = AllreduceAfter(n);
+    if (!after.exact) problem << (problem.tellp() > 0 ? "; " : "") << "the allreduce after it gave "
+                              << (after.status == STARLING_SUCCESS ? "a wrong sum" : after.message);
+    RecreateIfAnyBroken(after.exact);
+    return problem.str();
+  }
+
+  // An allreduce of rank + 1 right after a pair: its status, whether the sum is exact,
+  // and how long it took.
+  struct After {
+    starling_status_t status;
+    std::string message;
+    bool exact;
+    double seconds;
+  };
+  After AllreduceAfter(int64_t n) {
     Buffer x(Kind::kF32, {n});
     Fill(x, rank);
-    const starling_status_t after = starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after");
-    bool exact = after == STARLING_SUCCESS;
+    const auto start = std::chrono::steady_clock::now();
+    const starling_status_t status = starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bool exact = status == STARLING_SUCCESS;
     for (size_t i = 0; exact && i < x.numel(); ++i) exact = x.get(i) == size * (size + 1) / 2.0;
-    if (!exact) problem << (problem.tellp() > 0 ? "; " : "") << "the allreduce after it gave "
-                        << (after == STARLING_SUCCESS ? "a wrong sum" : starling_last_error());
+    return {status, status == STARLING_SUCCESS ? "" : starling_last_error(), exact, seconds};
+  }
+
+  // Collective: when the allreduce after a pair was not exact on some rank, every rank
+  // destroys its context and creates a new one, so one broken pair does not hide the
+  // others. Returns true if it did.
+  bool RecreateIfAnyBroken(bool exact) {
     int broken = exact ? 0 : 1, any_broken = 0;
     MPI_Allreduce(&broken, &any_broken, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any_broken) {
-      starling_context_destroy(ctx);
-      ctx = nullptr;
-      EXPECT_OK(starling_context_create(nullptr, &ctx));
-    }
-    return problem.str();
+    if (!any_broken) return false;
+    starling_context_destroy(ctx);
+    ctx = nullptr;
+    EXPECT_OK(starling_context_create(nullptr, &ctx));
+    return true;
   }
 };
 
@@ -222,26 +244,15 @@ TEST_F(Mismatch, NonDefaultTopologiesFailOnEveryRank) {
         if (took > 5.0) problem << (problem.tellp() > 0 ? "; " : "") << "it took " << took << " s";
         if (message.find("STARLING_MISMATCH_CHECK_SECONDS") != std::string::npos) ++disagreements;
         // The next call: the exact sum, or MISMATCH at once (an unusable context).
-        Buffer x(Kind::kF32, {n});
-        Fill(x, rank);
-        const auto after_start = std::chrono::steady_clock::now();
-        const starling_status_t after = starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, "after");
-        const double after_took =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - after_start).count();
-        bool exact = after == STARLING_SUCCESS;
-        for (size_t i = 0; exact && i < x.numel(); ++i) exact = x.get(i) == size * (size + 1) / 2.0;
-        if (after == STARLING_SUCCESS && !exact) problem << "; the allreduce after it gave a wrong sum";
-        if (after != STARLING_SUCCESS && after != STARLING_ERR_MISMATCH)
-          problem << "; the allreduce after it: status " << after << ": " << starling_last_error();
-        if (after_took > 5.0) problem << "; the allreduce after it took " << after_took << " s";
+        const After after = AllreduceAfter(n);
+        if (after.status == STARLING_SUCCESS && !after.exact) problem << "; the allreduce after it gave a wrong sum";
+        if (after.status != STARLING_SUCCESS && after.status != STARLING_ERR_MISMATCH)
+          problem << "; the allreduce after it: status " << after.status << ": " << after.message;
+        if (after.seconds > 5.0) problem << "; the allreduce after it took " << after.seconds << " s";
         if (!problem.str().empty())
           ADD_FAILURE() << Describe(a, b, n, problem.str()) << " (ring " << static_cast<int>(style) << ")";
-        int broken = exact ? 0 : 1, any_broken = 0;
-        MPI_Allreduce(&broken, &any_broken, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any_broken) {
-          starling_context_destroy(ctx);
-          ctx = nullptr;
-          ASSERT_OK(starling_context_create(nullptr, &ctx));
+        if (RecreateIfAnyBroken(after.exact)) {
+          ASSERT_NE(ctx, nullptr);
           set_ring(style);
         }
       }
