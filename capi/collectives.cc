@@ -65,7 +65,11 @@ starling_status_t ReduceScatter(starling_context_t ctx, const DLTensor* in, DLTe
                                 bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ReduceOp reduce = ToReduceOp(op);
-    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
+    device::RouteOptions route{false, true, [&](const Views& v) {
+                                 return device::MakeNcclReduceScatter(c, v[0], v[1], counts, reduce, NameOf(name));
+                               }};
+    route.out_within_in = true;
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeReduceScatter(c, v[0], v[1], counts, reduce, NameOf(name));
     });
   });
@@ -74,7 +78,11 @@ starling_status_t ReduceScatter(starling_context_t ctx, const DLTensor* in, DLTe
 starling_status_t Alltoall(starling_context_t ctx, const DLTensor* in, DLTensor* out, const int64_t* send_counts,
                            const int64_t* recv_counts, const char* name, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
-    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
+    device::RouteOptions route{false, true, [&](const Views& v) {
+                                 return device::MakeNcclAlltoall(c, v[0], v[1], send_counts, recv_counts,
+                                                                 NameOf(name));
+                               }};
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeAlltoall(c, v[0], v[1], send_counts, recv_counts, NameOf(name));
     });
   });

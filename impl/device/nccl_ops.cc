@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -444,6 +445,208 @@ class AllgatherOp : public NcclOp {
   bool equal_ = false;
 };
 
+// reduce_scatter, by case (the block counts are part of the agreed signature, so every
+// rank takes the same case):
+//  - equal blocks, and SUM, AVERAGE or integer MIN/MAX: ncclReduceScatter, in place when
+//    out is this rank's block of in; float16/bfloat16/int16 are widened chunk by chunk
+//    (chunk c of every block side by side in one scratch buffer) and narrowed into out,
+//    as allreduce does.
+//  - blocks of different sizes, or floating MIN/MAX (a NaN must win): every rank receives
+//    each rank's part of its own block (grouped ncclSend/ncclRecv, chunk by chunk) and
+//    our reduce kernel combines them in rank order: the CPU path's bits for inputs it
+//    gathers (up to 64 KiB), and a NaN wins.
+class ReduceScatterOp : public NcclOp {
+ public:
+  ReduceScatterOp(GpuState& gpu, const TensorView& in, const TensorView& out, std::vector<int64_t> counts,
+                  ReduceOp op, const std::string& name, int ranks)
+      : NcclOp(gpu, ops::DescribeOp("reduce_scatter", name,
+                                    Str(ReduceOpName(op), ", ", in.Describe(), " -> ", out.Describe(), ", nccl"))),
+        in_(in), out_(out), counts_(std::move(counts)), op_(op) {
+    offsets_.assign(counts_.size() + 1, 0);
+    for (size_t r = 0; r < counts_.size(); ++r) offsets_[r + 1] = offsets_[r] + static_cast<size_t>(counts_[r]);
+    const bool equal = std::adjacent_find(counts_.begin(), counts_.end(), std::not_equal_to<>()) == counts_.end();
+    direct_ = equal && !(IsFloating(in.dtype) && (op == ReduceOp::kMin || op == ReduceOp::kMax));
+    const DType wide = Widened(in.dtype);
+    if (!direct_) {
+      chunk_ = ChunkElements(gpu.scratch_cap(), static_cast<size_t>(ranks) * DTypeSize(in.dtype));
+    } else if (wide != in.dtype) {
+      chunk_ = ChunkElements(gpu.scratch_cap(), static_cast<size_t>(ranks) * DTypeSize(wide));
+    }
+  }
+
+ private:
+  ops::Signature Signature() const override {
+    ops::Signature sig;
+    sig.kind = OpKind::kNcclReduceScatter;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.count = static_cast<int64_t>(in_.numel);
+    sig.reduce = static_cast<uint8_t>(op_);
+    sig.root = static_cast<int32_t>(ops::HashBlockCounts(counts_));
+    sig.chunk = chunk_;
+    return sig;
+  }
+
+  void Enqueue(runtime::Context& context) override {
+    if (in_.numel == 0) return;
+    if (!direct_) return GatherAndReduce(context);
+    const size_t block = static_cast<size_t>(counts_[0]), elem = DTypeSize(in_.dtype);
+    const int nccl_op = static_cast<int>(op_ == ReduceOp::kAverage ? ReduceOp::kSum : op_);
+    const DType wide = Widened(in_.dtype);
+    const int dtype = static_cast<int>(in_.dtype), wide_dtype = static_cast<int>(wide);
+    const int ranks = context.size(), rank = context.rank();
+    if (wide == in_.dtype) {
+      Check(plugin()->nccl_reduce_scatter(in_.data, out_.data, block, dtype, nccl_op, comm(), stream_),
+            "ncclReduceScatter");
+      if (op_ == ReduceOp::kAverage) Check(plugin()->divide(out_.data, block, dtype, ranks, stream_), "divide");
+      return;
+    }
+    const size_t wide_elem = DTypeSize(wide);
+    scratch_.push_back(gpu_.TakeDevice(std::min<size_t>(block, chunk_) * wide_elem * static_cast<size_t>(ranks)));
+    char* wide_buffer = scratch_.back().data();
+    for (size_t first = 0; first < block; first += chunk_) {
+      const size_t count = std::min<size_t>(chunk_, block - first);
+      for (int r = 0; r < ranks; ++r)
+        Check(plugin()->convert(wide_buffer + static_cast<size_t>(r) * count * wide_elem, wide_dtype,
+                                static_cast<const char*>(in_.data) + (static_cast<size_t>(r) * block + first) * elem,
+                                dtype, count, stream_),
+              "convert");
+      char* mine = wide_buffer + static_cast<size_t>(rank) * count * wide_elem;
+      Check(plugin()->nccl_reduce_scatter(wide_buffer, mine, count, wide_dtype, nccl_op, comm(), stream_),
+            "ncclReduceScatter");
+      if (op_ == ReduceOp::kAverage) Check(plugin()->divide(mine, count, wide_dtype, ranks, stream_), "divide");
+      Check(plugin()->convert(static_cast<char*>(out_.data) + first * elem, dtype, mine, wide_dtype, count, stream_),
+            "convert");
+    }
+  }
+
+  void GatherAndReduce(runtime::Context& context) {
+    const int ranks = context.size(), rank = context.rank();
+    const int dtype = static_cast<int>(in_.dtype), op = static_cast<int>(op_);
+    const size_t elem = DTypeSize(in_.dtype), mine = static_cast<size_t>(counts_[static_cast<size_t>(rank)]);
+    const size_t longest = static_cast<size_t>(*std::max_element(counts_.begin(), counts_.end()));
+    const char* in = static_cast<const char*>(in_.data);
+    const char* own = in + offsets_[static_cast<size_t>(rank)] * elem;
+    // In place, out is this rank's block: its part is copied aside before out is written.
+    const bool in_place = out_.data == own && mine > 0;
+    char* gathered = nullptr;
+    if (mine > 0) {
+      scratch_.push_back(gpu_.TakeDevice(std::min<size_t>(mine, chunk_) * elem * static_cast<size_t>(ranks)));
+      gathered = scratch_.back().data();
+    }
+    for (size_t first = 0; first < longest; first += chunk_) {
+      const size_t count = mine > first ? std::min<size_t>(chunk_, mine - first) : 0, bytes = count * elem;
+      auto part = [&](int q) { return gathered + static_cast<size_t>(q) * bytes; };
+      Grouped([&] {
+        for (int r = 0; r < ranks; ++r) {
+          const size_t theirs = static_cast<size_t>(counts_[static_cast<size_t>(r)]);
+          if (r == rank || theirs <= first) continue;
+          Check(plugin()->nccl_send(in + (offsets_[static_cast<size_t>(r)] + first) * elem,
+                                    std::min<size_t>(chunk_, theirs - first) * elem, r, comm(), stream_),
+                "ncclSend");
+        }
+        for (int q = 0; q < ranks && count > 0; ++q)
+          if (q != rank) Check(plugin()->nccl_recv(part(q), bytes, q, comm(), stream_), "ncclRecv");
+      });
+      if (count == 0) continue;
+      const char* own_chunk = own + first * elem;
+      char* dst = static_cast<char*>(out_.data) + first * elem;
+      if (in_place && rank != 0) {
+        Check(plugin()->memcpy_async(part(rank), own_chunk, bytes, stream_), "memcpy_async");
+        own_chunk = part(rank);
+      }
+      auto input = [&](int q) -> const void* { return q == rank ? own_chunk : part(q); };
+      if (input(0) != dst) Check(plugin()->memcpy_async(dst, input(0), bytes, stream_), "memcpy_async");
+      for (int q = 1; q < ranks; ++q)
+        Check(plugin()->reduce(dst, input(q), count, dtype, op, stream_), "reduce");
+      if (op_ == ReduceOp::kAverage) Check(plugin()->divide(dst, count, dtype, ranks, stream_), "divide");
+    }
+  }
+
+  TensorView in_, out_;
+  std::vector<int64_t> counts_;  // elements of every rank's block
+  std::vector<size_t> offsets_;  // where each block starts in in, in elements
+  ReduceOp op_;
+  bool direct_ = false;
+  uint32_t chunk_ = 0;  // elements per chunk (0: not chunked)
+  std::vector<PooledBuffer> scratch_;
+};
+
+// alltoall: one group of ncclSend/ncclRecv, a pair per peer, straight from in into out,
+// and a device copy for this rank's own block. With per-rank counts every rank first
+// gathers every rank's counts (as the CPU path does: this is also the agreement), so a
+// count one rank sends but its peer does not expect fails on every rank before any
+// NCCL call instead of hanging in it.
+class AlltoallOp : public NcclOp {
+ public:
+  AlltoallOp(GpuState& gpu, const TensorView& in, const TensorView& out, std::vector<int64_t> send,
+             std::vector<int64_t> recv, bool varying, const std::string& name)
+      : NcclOp(gpu, ops::DescribeOp("alltoall", name, Str(in.Describe(), " -> ", out.Describe(), ", nccl"))),
+        in_(in), out_(out), send_(std::move(send)), recv_(std::move(recv)), varying_(varying) {}
+
+ private:
+  ops::Signature Signature() const override {
+    ops::Signature sig;
+    sig.kind = OpKind::kNcclAlltoall;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.extra = varying_ ? 1 : 0;
+    sig.count = varying_ ? 0 : static_cast<int64_t>(in_.numel);
+    return sig;
+  }
+
+  void Prepare(runtime::Context& context) override {
+    if (!varying_) return AgreeOnCall(context);
+    const int n = context.size();
+    ops::Signature sig = Signature();
+    sig.seq = ops::NextSequence(context, sig.kind);
+    std::vector<int64_t> mine(send_);  // [send 0..n-1][recv 0..n-1]
+    mine.insert(mine.end(), recv_.begin(), recv_.end());
+    const size_t bytes = mine.size() * sizeof(int64_t);
+    ops::Exchange ex(context, transport::Channel::kCollective, Label());
+    const std::vector<const char*> all = ops::DisseminationGather(context, ops::WorldGroup(context), sig,
+                                                                  mine.data(), bytes, ex);
+    auto count = [&](int rank, size_t index) {
+      int64_t value;
+      std::memcpy(&value, all[static_cast<size_t>(rank)] + index * sizeof(int64_t), sizeof value);
+      return value;
+    };
+    for (int q = 0; q < n; ++q) {
+      for (int r = 0; r < n; ++r) {
+        const int64_t sends = count(q, static_cast<size_t>(r)), expects = count(r, static_cast<size_t>(n + q));
+        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", q, " sends ", sends,
+                       " elements to rank ", r, ", which expects ", expects,
+                       " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
+      }
+    }
+  }
+
+  void Enqueue(runtime::Context& context) override {
+    const int n = context.size(), rank = context.rank();
+    const size_t elem = DTypeSize(in_.dtype);
+    std::vector<size_t> send_at(static_cast<size_t>(n) + 1, 0), recv_at(static_cast<size_t>(n) + 1, 0);
+    for (int q = 0; q < n; ++q) {
+      send_at[q + 1] = send_at[q] + static_cast<size_t>(send_[static_cast<size_t>(q)]) * elem;
+      recv_at[q + 1] = recv_at[q] + static_cast<size_t>(recv_[static_cast<size_t>(q)]) * elem;
+    }
+    const char* src = static_cast<const char*>(in_.data);
+    char* dst = static_cast<char*>(out_.data);
+    const size_t own = send_at[rank + 1] - send_at[rank];
+    if (own > 0) Check(plugin()->memcpy_async(dst + recv_at[rank], src + send_at[rank], own, stream_), "memcpy_async");
+    if (n == 1) return;
+    Grouped([&] {
+      for (int q = 0; q < n; ++q) {
+        if (q == rank) continue;
+        const size_t out_bytes = send_at[q + 1] - send_at[q], in_bytes = recv_at[q + 1] - recv_at[q];
+        if (out_bytes > 0) Check(plugin()->nccl_send(src + send_at[q], out_bytes, q, comm(), stream_), "ncclSend");
+        if (in_bytes > 0) Check(plugin()->nccl_recv(dst + recv_at[q], in_bytes, q, comm(), stream_), "ncclRecv");
+      }
+    });
+  }
+
+  TensorView in_, out_;
+  std::vector<int64_t> send_, recv_;  // elements per rank
+  bool varying_;
+};
+
 // neighbor_allreduce, in chunks: each chunk is scaled for the weighted destinations,
 // sent to and received from the neighbors in one group, and combined into out by our
 // kernel. Every scratch buffer (one per neighbor received from and per destination with a
@@ -564,6 +767,29 @@ std::unique_ptr<runtime::Op> MakeNcclBroadcast(runtime::Context& context, const 
 std::unique_ptr<runtime::Op> MakeNcclAllgather(runtime::Context& context, const TensorView& in, const TensorView& out,
                                                int64_t* first_dims, std::string name) {
   return std::make_unique<AllgatherOp>(context.Extension<GpuState>(), in, out, first_dims, name);
+}
+
+std::unique_ptr<runtime::Op> MakeNcclReduceScatter(runtime::Context& context, const TensorView& in,
+                                                   const TensorView& out, const int64_t* counts, ReduceOp op,
+                                                   std::string name) {
+  std::vector<int64_t> blocks(static_cast<size_t>(context.size()), static_cast<int64_t>(out.numel));
+  if (counts != nullptr) blocks.assign(counts, counts + context.size());
+  return std::make_unique<ReduceScatterOp>(context.Extension<GpuState>(), in, out, std::move(blocks), op, name,
+                                           context.size());
+}
+
+std::unique_ptr<runtime::Op> MakeNcclAlltoall(runtime::Context& context, const TensorView& in, const TensorView& out,
+                                              const int64_t* send_counts, const int64_t* recv_counts,
+                                              std::string name) {
+  const size_t n = static_cast<size_t>(context.size());
+  const bool varying = send_counts != nullptr;
+  std::vector<int64_t> send(n, static_cast<int64_t>(in.numel / n)), recv = send;
+  if (varying) {
+    send.assign(send_counts, send_counts + n);
+    recv.assign(recv_counts, recv_counts + n);
+  }
+  return std::make_unique<AlltoallOp>(context.Extension<GpuState>(), in, out, std::move(send), std::move(recv),
+                                      varying, name);
 }
 
 std::unique_ptr<runtime::Op> MakeNcclNeighborAllreduce(runtime::Context& context, const TensorView& in,

@@ -9,6 +9,11 @@
 // broadcast:  ncclBroadcast.
 // allgather:  first dimensions agreed over MPI, then ncclAllGather (equal dimensions)
 //             or grouped ncclSend/ncclRecv (varying ones).
+// reduce_scatter: ncclReduceScatter (equal blocks; widened and divided as allreduce), or,
+//             for blocks of different sizes and floating MIN/MAX, grouped ncclSend/ncclRecv
+//             of each rank's part and our reduce kernel in rank order.
+// alltoall:   grouped ncclSend/ncclRecv straight between the tensors; per-rank counts
+//             gathered and checked over MPI first, as on the CPU path.
 // neighbor_allreduce (static, weighted, dynamic with destination weights): grouped
 //             ncclSend/ncclRecv to and from the neighbors, destination weights applied
 //             by the sender, the weighted combine in our kernel.
@@ -33,6 +38,13 @@ std::unique_ptr<runtime::Op> MakeNcclBroadcast(runtime::Context& context, const 
                                                int root, std::string name);
 std::unique_ptr<runtime::Op> MakeNcclAllgather(runtime::Context& context, const TensorView& in, const TensorView& out,
                                                int64_t* first_dims, std::string name);
+// counts / send_counts / recv_counts: as the CPU ops take them (already validated).
+std::unique_ptr<runtime::Op> MakeNcclReduceScatter(runtime::Context& context, const TensorView& in,
+                                                   const TensorView& out, const int64_t* counts, ReduceOp op,
+                                                   std::string name);
+std::unique_ptr<runtime::Op> MakeNcclAlltoall(runtime::Context& context, const TensorView& in, const TensorView& out,
+                                              const int64_t* send_counts, const int64_t* recv_counts,
+                                              std::string name);
 std::unique_ptr<runtime::Op> MakeNcclNeighborAllreduce(runtime::Context& context, const TensorView& in,
                                                        const TensorView& out, const ops::NeighborArgs& args);
 

@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define STARLING_DEVICE_ABI_VERSION 3
+#define STARLING_DEVICE_ABI_VERSION 4
 
 /* What memory a pointer is, as the driver sees it (pointer_kind). */
 enum {
@@ -148,6 +148,13 @@ typedef struct starling_device_plugin {
    * invalidate another thread's capture in global mode; else 0. stream NULL: the legacy
    * stream of `device`. */
   int (*stream_is_capturing)(void* stream, int device, int* capturing);
+
+  /* --- since ABI 4 --- */
+  /* ncclReduceScatter: send holds nranks blocks of count elements (block r at
+   * r * count); recv gets this rank's block of their reduction. In place when recv is
+   * send + rank * count elements. dtype and op as nccl_all_reduce. */
+  int (*nccl_reduce_scatter)(const void* send, void* recv, size_t count, int dtype, int op, void* comm,
+                             void* stream);
 } starling_device_plugin_t;
 
 typedef const starling_device_plugin_t* (*starling_device_plugin_entry_t)(void);

@@ -193,6 +193,12 @@ TensorView Slice(const TensorView& view, size_t first, size_t count) {
   return s;
 }
 
+// inner's bytes lie within outer's (both non-empty).
+bool Within(const TensorView& inner, const TensorView& outer) {
+  const auto a = reinterpret_cast<uintptr_t>(outer.data), b = reinterpret_cast<uintptr_t>(inner.data);
+  return inner.bytes > 0 && outer.bytes > 0 && a <= b && b + inner.bytes <= a + outer.bytes;
+}
+
 bool SameElements(const std::vector<TensorArg>& args) {
   for (const TensorArg& a : args)
     if (a.view.dtype != args[0].view.dtype || a.view.numel != args[0].view.numel) return false;
@@ -227,8 +233,10 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
   GpuState& gpu = context.Extension<GpuState>();
   for (const TensorArg& a : args) gpu.Admit(a.view, a.name);
   // Staging gives every tensor its own host copy, so overlaps must be caught here.
+  const bool inner = options.out_within_in && args.size() >= 2 && Within(args[1].view, args[0].view);
   for (size_t i = 0; i < args.size(); ++i)
-    for (size_t j = 0; j < i; ++j) CheckInOut(args[j].view, args[i].view, args[j].name, args[i].name);
+    for (size_t j = 0; j < i; ++j)
+      if (!(inner && i == 1 && j == 0)) CheckInOut(args[j].view, args[i].view, args[j].name, args[i].name);
 
   const GpuPath path = options.collective ? EnsurePath(context, gpu) : gpu.path();
   if (path == GpuPath::kNccl && options.nccl) {
@@ -256,6 +264,11 @@ std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<
     });
     if (a.view.bytes == 0 || a.role == Role::kShape) {
       t.alias = true;  // nothing to copy; the CPU op never reads through this pointer
+    } else if (inner && tensors.size() == 1 && a.view.bytes != tensors[0].device_view.bytes) {
+      // Inside the first tensor's pinned copy, which brings its data in; it copies out
+      // its own range only.
+      t.host_view.data = static_cast<char*>(tensors[0].host_view.data) +
+                         (static_cast<const char*>(a.view.data) - static_cast<const char*>(args[0].view.data));
     } else if (primary != tensors.end()) {  // in place: one pinned copy, in and out
       STARLING_CHECK_ARG(primary->device_view.bytes == a.view.bytes, a.name, " starts where ",
                          args[primary - tensors.begin()].name, " starts but has another size; pass the same "

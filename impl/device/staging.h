@@ -46,6 +46,10 @@ struct RouteOptions {
   // The op on the NCCL path (empty: the op always takes the staged path). Called with
   // the device views after `make` validated them.
   MakeOp nccl;
+  // The second arg may lie inside the first (reduce_scatter in place: out is this rank's
+  // block of in, which the CPU op checks); its pinned copy is then that part of the
+  // first's, copied in with it.
+  bool out_within_in = false;
 };
 
 std::unique_ptr<runtime::Op> Route(runtime::Context& context, const std::vector<TensorArg>& args,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "impl/common/dtype.h"
 #include "impl/common/tensor.h"
@@ -32,6 +33,8 @@ std::unique_ptr<runtime::Op> MakeBarrier(const runtime::Context& context);
 std::unique_ptr<runtime::Op> MakeReduceScatter(const runtime::Context& context, const TensorView& in,
                                                const TensorView& out, const int64_t* counts, ReduceOp op,
                                                std::string name);
+// A fingerprint of reduce_scatter's block counts, for its signature (every path).
+uint32_t HashBlockCounts(const std::vector<int64_t>& counts);
 // send_counts / recv_counts: both NULL (equal blocks) or size() entries each; copied.
 std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
                                           const TensorView& out, const int64_t* send_counts,

@@ -22,17 +22,6 @@ namespace {
 constexpr size_t kReduceScatterGatherMaxBytes = 64 << 10;
 constexpr size_t kReduceScatterGatherMaxTotalBytes = 512 << 10;
 
-uint32_t HashCounts(const std::vector<int64_t>& counts) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the counts' bytes
-  for (int64_t c : counts) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint64_t>(c >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  }
-  return static_cast<uint32_t>(h ^ (h >> 32)) & 0x7fffffff;
-}
-
 class ReduceScatterOp : public runtime::Op {
  public:
   ReduceScatterOp(const TensorView& in, const TensorView& out, std::vector<int64_t> counts, ReduceOp op,
@@ -54,7 +43,7 @@ class ReduceScatterOp : public runtime::Op {
     sig.dtype = static_cast<uint8_t>(in_.dtype);
     sig.reduce = static_cast<uint8_t>(op_);
     sig.count = static_cast<int64_t>(in_.numel);
-    sig.root = static_cast<int32_t>(HashCounts(counts_));
+    sig.root = static_cast<int32_t>(HashBlockCounts(counts_));
     sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
     const Group group = WorldGroup(context);
     const int n = group.size();
@@ -135,6 +124,17 @@ class ReduceScatterOp : public runtime::Op {
 };
 
 }  // namespace
+
+uint32_t HashBlockCounts(const std::vector<int64_t>& counts) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the counts' bytes
+  for (int64_t c : counts) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(c >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return static_cast<uint32_t>(h ^ (h >> 32)) & 0x7fffffff;
+}
 
 std::unique_ptr<runtime::Op> MakeReduceScatter(const runtime::Context& context, const TensorView& in,
                                                const TensorView& out, const int64_t* counts, ReduceOp op,

@@ -35,6 +35,8 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kContextSplit: return "context_split";
     case OpKind::kNeighborFrame: return "neighbor data";
     case OpKind::kProbePeers: return "probe_peers";
+    case OpKind::kNcclReduceScatter: return "reduce_scatter on CUDA tensors (NCCL path)";
+    case OpKind::kNcclAlltoall: return "alltoall on CUDA tensors (NCCL path)";
   }
   return "unknown";
 }

@@ -43,6 +43,8 @@ enum class OpKind : uint8_t {
   kNeighborFrame,         // marks a neighbor frame (neighbor_exchange.h): seq, dtype and
                           // extra (the OpKind) of its first segment, count = its segments
   kProbePeers,            // count = the throughput pings' bytes, root = repetitions
+  kNcclReduceScatter,     // as kReduceScatter, on the NCCL path
+  kNcclAlltoall,          // as kAlltoall, on the NCCL path
 };
 const char* OpKindName(OpKind kind);
 

@@ -19,7 +19,7 @@ namespace {
 
 using starling::emu_test::Emu;
 
-enum { kF16 = 0, kF32 = 2, kI8 = 4 };
+enum { kF16 = 0, kF32 = 2, kI8 = 4, kI16 = 5 };
 enum { kSum = 0, kMin = 2, kMax = 3 };
 const size_t kSizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1};
 
@@ -128,6 +128,40 @@ TEST_F(NcclTest, AllReduceGivesTheRankOrderReductionOnEveryRank) {
       EXPECT_EQ(send.Download(), expected) << "in place, dtype " << dtype << " op " << op;
     }
   }
+}
+
+// Rank r gets block r of the rank-order reduction, out of place and in place
+// (recv = send + r * count).
+TEST_F(NcclTest, ReduceScatterGivesEachRankItsBlock) {
+  const int n = Size(), me = Rank();
+  constexpr size_t count = 1031;
+  for (int dtype : {kF32, kF16}) {
+    for (int op : {kSum, kMax}) {
+      const size_t block = count * kSizes[dtype], bytes = block * n;
+      auto seed = [&](int r) { return static_cast<unsigned>(r * 100 + dtype * 10 + op + 7); };
+      std::vector<uint8_t> expected = RandomBytes(bytes, seed(0));
+      for (int r = 1; r < n; ++r) {
+        auto part = RandomBytes(bytes, seed(r));
+        NcclReduce(expected.data(), part.data(), count * n, dtype, op);
+      }
+      const std::vector<uint8_t> mine_expected(expected.begin() + me * block, expected.begin() + (me + 1) * block);
+      Buffer send(bytes), recv(block);
+      auto mine = RandomBytes(bytes, seed(me));
+      send.Upload(mine.data());
+      ASSERT_EQ(T().nccl_reduce_scatter(send.p, recv.p, count, dtype, op, comm_, stream_), 0) << Err();
+      ASSERT_EQ(T().nccl_reduce_scatter(send.p, send.c() + me * block, count, dtype, op, comm_, stream_), 0) << Err();
+      Sync();
+      EXPECT_EQ(recv.Download(), mine_expected) << "dtype " << dtype << " op " << op;
+      std::vector<uint8_t> after = send.Download();
+      EXPECT_EQ(std::vector<uint8_t>(after.begin() + me * block, after.begin() + (me + 1) * block), mine_expected)
+          << "in place";
+      std::memcpy(mine.data() + me * block, mine_expected.data(), block);
+      EXPECT_EQ(after, mine) << "in place: the other blocks are untouched";
+    }
+  }
+  Buffer send(16), recv(16);
+  EXPECT_NE(T().nccl_reduce_scatter(send.p, recv.p, 4, kI16, kSum, comm_, stream_), 0);
+  EXPECT_NE(std::string(Err()).find("NCCL has no dtype"), std::string::npos) << Err();
 }
 
 // As NCCL (fminf/fmaxf): a NaN on one rank is lost to the other ranks' numbers. The

@@ -66,6 +66,31 @@ TEST_F(GpuBadInput, OverlappingDeviceTensors) {
   ExpectUsable();
 }
 
+// reduce_scatter may run in place only with out as exactly this rank's block of in;
+// alltoall never in place.
+TEST_F(GpuBadInput, ReduceScatterAndAlltoallOverlaps) {
+  const int64_t block = 4;
+  DeviceBuffer x(Kind::kF32, {block * (size + 1)});
+  int64_t all = block * size, one = block;
+  DLTensor in = x.t, out = x.t;
+  in.shape = &all;
+  out.shape = &one;
+  out.byte_offset = 2 * 4;  // straddles blocks 0 and 1 (one rank: the end of in)
+  EXPECT_ERROR(starling_reduce_scatter(ctx, &in, &out, nullptr, STARLING_SUM, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               size > 1 ? "reduce_scatter: in and out overlap" : "in and out partially overlap");
+  if (size > 1) {
+    out.byte_offset = static_cast<uint64_t>((rank + 1) % size * block) * 4;  // another rank's block
+    EXPECT_ERROR(starling_reduce_scatter(ctx, &in, &out, nullptr, STARLING_SUM, nullptr),
+                 STARLING_ERR_INVALID_ARGUMENT, "reduce_scatter: in and out overlap");
+  }
+  DLTensor half = x.t;
+  half.shape = &all;
+  half.byte_offset = 2 * 4;
+  EXPECT_ERROR(starling_alltoall(ctx, &in, &half, nullptr, nullptr, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "partially overlap");
+  ExpectUsable();
+}
+
 TEST_F(GpuBadInput, WindowOnDeviceSomewhereAndHostElsewhere) {
   if (size < 2) GTEST_SKIP() << "needs 2 ranks";
   DeviceBuffer x(Kind::kF32, {16});

@@ -89,6 +89,141 @@ TEST_F(GpuOps, AllgatherWithVaryingFirstDims) {
   }
 }
 
+// A 1-D view of `count` elements of t from element `first` (t's memory, host or device).
+struct Block {
+  int64_t shape[1];
+  DLTensor t;
+  Block(const DLTensor& base, size_t first, size_t count) : shape{static_cast<int64_t>(count)}, t(base) {
+    t.data = static_cast<char*>(base.data) + first * ((base.dtype.bits + 7) / 8);
+    t.ndim = 1;
+    t.shape = shape;
+    t.strides = nullptr;
+  }
+};
+
+// Each rank's block: equal (n each), or n + 2 * rank elements (blocks of different sizes).
+std::vector<int64_t> BlockCounts(int size, size_t n, bool varying) {
+  std::vector<int64_t> counts(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) counts[static_cast<size_t>(r)] = static_cast<int64_t>(n) + (varying ? 2 * r : 0);
+  return counts;
+}
+
+// Equal blocks (ncclReduceScatter on the NCCL path, float16/bfloat16/int16 widened) and
+// blocks of different sizes (each rank's part received and reduced in rank order), every
+// dtype and op, blocks around the chunk, in place and not; against the host call, which
+// is checked against float64 in the CPU suites.
+TEST_F(GpuOps, ReduceScatterEveryDtypeOpAndLayout) {
+  for (Kind k : kAllKinds) {
+    for (starling_reduce_op_t op : kOps) {
+      if (op == STARLING_AVERAGE && !IsFloat(k)) continue;
+      for (size_t n : SizesAroundChunks(k)) {
+        for (bool varying : {false, true}) {
+          const std::vector<int64_t> counts = BlockCounts(size, n, varying);
+          int64_t total = 0, before = 0;
+          for (int r = 0; r < size; ++r) {
+            if (r < rank) before += counts[static_cast<size_t>(r)];
+            total += counts[static_cast<size_t>(r)];
+          }
+          const int64_t mine = counts[static_cast<size_t>(rank)];
+          const int64_t* c = varying ? counts.data() : nullptr;
+          const std::string what = std::string("reduce_scatter ") + KindName(k) + " op " + std::to_string(op) +
+                                   " block " + std::to_string(n) + (varying ? " varying" : " equal");
+          DeviceBuffer in(k, {total}), out(k, {mine});
+          in.Fill(rank, 6);
+          ASSERT_OK(starling_reduce_scatter(ctx, &in.host.t, &out.host.t, c, op, "host"));
+          ASSERT_OK(starling_reduce_scatter(ctx, &in.t, &out.t, c, op, "device"));
+          ExpectSameBytes(out, what);
+          ExpectSameBytes(in, what + " (input untouched)");
+          Block host_block(in.host.t, static_cast<size_t>(before), static_cast<size_t>(mine));
+          Block device_block(in.t, static_cast<size_t>(before), static_cast<size_t>(mine));
+          ASSERT_OK(starling_reduce_scatter(ctx, &in.host.t, &host_block.t, c, op, "host"));
+          ASSERT_OK(starling_reduce_scatter(ctx, &in.t, &device_block.t, c, op, "device"));
+          ExpectSameBytes(in, what + " in place");
+        }
+      }
+    }
+  }
+}
+
+// Equal blocks and per-rank counts (rank r sends 1 + q + 2 r elements to rank q), every
+// kind of element, sizes around the chunk, against the host call and the values expected.
+TEST_F(GpuOps, AlltoallEqualAndVaryingBlocks) {
+  for (Kind k : {Kind::kF32, Kind::kF16, Kind::kI64, Kind::kU8}) {
+    for (size_t n : SizesAroundChunks(k)) {
+      const std::string what = std::string("alltoall ") + KindName(k) + " block " + std::to_string(n);
+      DeviceBuffer in(k, {static_cast<int64_t>(n) * size}), out(k, {static_cast<int64_t>(n) * size});
+      in.Fill(rank, 7);
+      ASSERT_OK(starling_alltoall(ctx, &in.host.t, &out.host.t, nullptr, nullptr, "host"));
+      ASSERT_OK(starling_alltoall(ctx, &in.t, &out.t, nullptr, nullptr, "device"));
+      ExpectSameBytes(out, what);
+      const std::vector<char> got = out.Download();
+      Buffer result(k, {static_cast<int64_t>(n) * size});
+      std::memcpy(result.bytes(), got.data(), got.size());
+      for (int q = 0; q < size; ++q)  // block q of out is block `rank` of rank q's in
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(result.get(q * n + i), Value(k, q, rank * n + i, 7)) << what << ": from rank " << q;
+    }
+    std::vector<int64_t> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
+    int64_t sends = 0, recvs = 0;
+    for (int q = 0; q < size; ++q) {
+      sends += send[static_cast<size_t>(q)] = 1 + q + 2 * rank;
+      recvs += recv[static_cast<size_t>(q)] = 1 + rank + 2 * q;
+    }
+    DeviceBuffer in(k, {sends}), out(k, {recvs});
+    in.Fill(rank, 8);
+    ASSERT_OK(starling_alltoall(ctx, &in.host.t, &out.host.t, send.data(), recv.data(), "host"));
+    ASSERT_OK(starling_alltoall(ctx, &in.t, &out.t, send.data(), recv.data(), "device"));
+    ExpectSameBytes(out, std::string("alltoall varying ") + KindName(k));
+  }
+}
+
+// On the NCCL path both go through NCCL (the emulator counts the calls), and counts that
+// disagree fail on every rank with MISMATCH before any NCCL call, leaving the context usable.
+TEST_F(GpuOps, ReduceScatterAndAlltoallPathsAndMismatch) {
+  DeviceBuffer x(Kind::kF32, {4 * size}), y(Kind::kF32, {4});
+  x.Fill(rank, 9);
+  ASSERT_OK(starling_reduce_scatter(ctx, &x.t, &y.t, nullptr, STARLING_SUM, nullptr));
+  const char* path = nullptr;
+  ASSERT_OK(starling_gpu_path(ctx, &path));
+  const bool nccl = std::string(path).rfind("nccl", 0) == 0;
+  const int reduce_scatters = TestDevice::Get().NcclCalls("nccl_reduce_scatter");
+  const int sends = TestDevice::Get().NcclCalls("nccl_send");
+  if (reduce_scatters >= 0) {  // the emulator
+    if (nccl) {
+      EXPECT_GE(reduce_scatters, 1) << path;
+    } else {
+      EXPECT_EQ(reduce_scatters, 0) << path;
+    }
+  }
+  if (size < 2) return;
+  DeviceBuffer a(Kind::kF32, {2 * size}), b(Kind::kF32, {2 * size});
+  a.Fill(rank, 10);
+  ASSERT_OK(starling_alltoall(ctx, &a.t, &b.t, nullptr, nullptr, nullptr));
+  if (sends >= 0 && nccl) {
+    EXPECT_GE(TestDevice::Get().NcclCalls("nccl_send"), sends + size - 1) << "alltoall sends one block per peer";
+  }
+  // Rank 0 expects one element more from rank 1 than rank 1 sends.
+  std::vector<int64_t> send(static_cast<size_t>(size), 2), recv(static_cast<size_t>(size), 2);
+  if (rank == 0) recv[1] = 3;
+  DeviceBuffer c(Kind::kF32, {2 * size}), d(Kind::kF32, {2 * size + (rank == 0 ? 1 : 0)});
+  EXPECT_ERROR(starling_alltoall(ctx, &c.t, &d.t, send.data(), recv.data(), "uneven"), STARLING_ERR_MISMATCH,
+               "rank 1 sends 2 elements to rank 0, which expects 3");
+  // Ranks whose counts differ for reduce_scatter: MISMATCH everywhere, not a hang.
+  std::vector<int64_t> counts(static_cast<size_t>(size), 4);
+  if (rank == 0) {
+    counts[0] = 3;
+    counts[1] = 5;
+  }
+  DeviceBuffer e(Kind::kF32, {4 * size}), f(Kind::kF32, {counts[static_cast<size_t>(rank)]});
+  EXPECT_EQ(starling_reduce_scatter(ctx, &e.t, &f.t, counts.data(), STARLING_SUM, "uneven"), STARLING_ERR_MISMATCH)
+      << starling_last_error();
+  DeviceBuffer g(Kind::kF64, {3 * size}), h(Kind::kF64, {3});
+  g.Fill(rank, 11);
+  ASSERT_OK(starling_reduce_scatter(ctx, &g.host.t, &h.host.t, nullptr, STARLING_AVERAGE, nullptr));
+  ASSERT_OK(starling_reduce_scatter(ctx, &g.t, &h.t, nullptr, STARLING_AVERAGE, nullptr));
+  ExpectSameBytes(h, "reduce_scatter after the mismatches");
+}
+
 TEST_F(GpuOps, BarrierBetweenDeviceOperations) {
   DeviceBuffer x(Kind::kF32, {5});
   x.Fill(rank, 5);
@@ -503,6 +638,7 @@ void SetNaN(Buffer& b, size_t i) {
 
 // MIN/MAX: a NaN on any rank wins, on every path (NCCL's own MIN/MAX are fminf/fmaxf,
 // where a NaN loses: the NCCL path must not use them for floating types). Finding #6.
+// allreduce and reduce_scatter alike.
 TEST_F(GpuOps, NanWinsMinAndMaxOnEveryPath) {
   for (Kind k : {Kind::kF32, Kind::kF64, Kind::kF16, Kind::kBF16}) {
     for (starling_reduce_op_t op : {STARLING_MIN, STARLING_MAX}) {
@@ -523,6 +659,15 @@ TEST_F(GpuOps, NanWinsMinAndMaxOnEveryPath) {
         const double want = op == STARLING_MIN ? 1.0 + i : 1.0 + (size - 1) + i;
         EXPECT_EQ(result.get(i), want) << what << ": element " << i;
       }
+      // reduce_scatter: block r of rank q's input is that input shifted by r, NaNs included.
+      DeviceBuffer blocks(k, {n * size}), mine(k, {n});
+      for (int r = 0; r < size; ++r) std::memcpy(blocks.host.bytes() + r * n * KindSize(k), in.host.bytes(), n * KindSize(k));
+      blocks.Upload();
+      ASSERT_OK(starling_reduce_scatter(ctx, &blocks.t, &mine.t, nullptr, op, "nan"));
+      const std::vector<char> part = mine.Download();
+      std::memcpy(result.bytes(), part.data(), part.size());
+      EXPECT_TRUE(std::isnan(result.get(0)) && std::isnan(result.get(3))) << what << " reduce_scatter";
+      EXPECT_EQ(result.get(1), op == STARLING_MIN ? 2.0 : 1.0 + size) << what << " reduce_scatter";
     }
   }
 }
@@ -599,7 +744,7 @@ TEST_F(GpuOps, TwoContextsNeverRunNcclAtOnce) {
 }
 
 // Registered with STARLING_EMU_DEVICE_MEMORY (a small GPU) and STARLING_GPU_SCRATCH_BYTES
-// = 64 KiB: float16 allreduce, floating MAX and neighbor_allreduce of a tensor whose
+// = 64 KiB: float16 allreduce, floating MAX, neighbor_allreduce and reduce_scatter of a tensor whose
 // full-size scratch would not fit still work, in chunks. Finding #11.
 TEST_F(GpuOps, BoundedScratchOnASmallDevice) {
   const char* cap = std::getenv("STARLING_EMU_DEVICE_MEMORY");
@@ -615,6 +760,21 @@ TEST_F(GpuOps, BoundedScratchOnASmallDevice) {
   ASSERT_OK(starling_neighbor_allreduce(ctx, &x.t, &out.t, nullptr));
   ASSERT_OK(starling_neighbor_allreduce(ctx, &x.host.t, &out.host.t, nullptr));
   ExpectSameBytes(out, "chunked neighbor_allreduce");
+  // reduce_scatter: equal blocks widened (SUM) and blocks of different sizes gathered
+  // (MAX), each in chunks; out's first block-sized part receives.
+  const size_t m = static_cast<size_t>(n) / static_cast<size_t>(size);
+  std::vector<int64_t> varying(static_cast<size_t>(size), static_cast<int64_t>(m));
+  varying[0] += n - static_cast<int64_t>(m) * size;
+  for (bool equal : {true, false}) {
+    const size_t total = equal ? m * static_cast<size_t>(size) : static_cast<size_t>(n);
+    const size_t mine = static_cast<size_t>(equal ? m : varying[static_cast<size_t>(rank)]);
+    Block in_d(x.t, 0, total), in_h(x.host.t, 0, total), out_d(out.t, 0, mine), out_h(out.host.t, 0, mine);
+    const starling_reduce_op_t op = equal ? STARLING_SUM : STARLING_MAX;
+    const int64_t* counts = equal ? nullptr : varying.data();
+    ASSERT_OK(starling_reduce_scatter(ctx, &in_d.t, &out_d.t, counts, op, nullptr));
+    ASSERT_OK(starling_reduce_scatter(ctx, &in_h.t, &out_h.t, counts, op, nullptr));
+    ExpectSameBytes(out, std::string("chunked reduce_scatter, ") + (equal ? "equal blocks" : "varying blocks"));
+  }
   const size_t in_use = TestDevice::Get().DeviceBytesInUse(TestDevice::Get().index());
   EXPECT_LE(in_use, size_t{2 * 512 << 10} + (256 << 10)) << "tensors plus a bounded pool";
 }

@@ -59,6 +59,8 @@ class TestDevice {
   long ContextDevices() const { return context_devices_ ? static_cast<long>(context_devices_()) : -1; }
   // Emulator only (-1 elsewhere): NCCL operations of two communicators that overlapped.
   int ConcurrentNcclOps() const { return concurrent_nccl_ops_ ? concurrent_nccl_ops_() : -1; }
+  // Emulator only (-1 elsewhere): calls of the NCCL entry `fn` ("nccl_send", ...) so far.
+  int NcclCalls(const char* fn) const { return nccl_calls_ ? nccl_calls_(fn) : -1; }
   // Emulator only (0 elsewhere): device memory in use on `device`.
   size_t DeviceBytesInUse(int device) const { return device_bytes_in_use_ ? device_bytes_in_use_(device) : 0; }
   // Emulator only (returns -1 elsewhere): work queued after it starts that much later.
@@ -99,6 +101,7 @@ class TestDevice {
     alloc_managed_ = reinterpret_cast<int (*)(int, size_t, void**)>(dlsym(handle, "starling_emu_alloc_managed"));
     context_devices_ = reinterpret_cast<unsigned (*)()>(dlsym(handle, "starling_emu_context_devices"));
     concurrent_nccl_ops_ = reinterpret_cast<int (*)()>(dlsym(handle, "starling_emu_concurrent_nccl_ops"));
+    nccl_calls_ = reinterpret_cast<int (*)(const char*)>(dlsym(handle, "starling_emu_nccl_calls"));
     device_bytes_in_use_ = reinterpret_cast<size_t (*)(int)>(dlsym(handle, "starling_emu_device_bytes_in_use"));
     pinned_bytes_in_use_ = reinterpret_cast<size_t (*)()>(dlsym(handle, "starling_emu_pinned_bytes_in_use"));
     begin_capture_ = reinterpret_cast<int (*)(void*)>(dlsym(handle, "starling_emu_stream_begin_capture"));
@@ -114,6 +117,7 @@ class TestDevice {
   int (*alloc_managed_)(int, size_t, void**) = nullptr;
   unsigned (*context_devices_)() = nullptr;
   int (*concurrent_nccl_ops_)() = nullptr;
+  int (*nccl_calls_)(const char*) = nullptr;
   size_t (*device_bytes_in_use_)(int) = nullptr;
   size_t (*pinned_bytes_in_use_)() = nullptr;
   int (*begin_capture_)(void*) = nullptr;

@@ -42,7 +42,8 @@ class CudaPlugin : public ::testing::Test {
   X(event_synchronize) X(stream_wait_event) X(memcpy_async) X(reduce) X(divide) X(weighted_sum)           \
   X(convert) X(nccl_load) X(nccl_describe) X(nccl_unique_id) X(nccl_comm_init) X(nccl_comm_destroy)       \
   X(nccl_comm_abort) X(nccl_all_reduce) X(nccl_broadcast) X(nccl_all_gather) X(nccl_group_start)          \
-  X(nccl_group_end) X(nccl_send) X(nccl_recv) X(nccl_comm_status) X(stream_is_capturing)
+  X(nccl_group_end) X(nccl_send) X(nccl_recv) X(nccl_comm_status) X(stream_is_capturing)           \
+  X(nccl_reduce_scatter)
 
 TEST_F(CudaPlugin, TableIsComplete) {
   EXPECT_EQ(plugin_->struct_size, sizeof(starling_device_plugin_t));

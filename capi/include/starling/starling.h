@@ -707,7 +707,9 @@ STARLING_API starling_status_t starling_allgather_first_dims_nonblocking(
  * reduced in a fixed order (rank order for small inputs, ring order for large ones),
  * so the same call gives the same bits run to run. In place
  * when out is exactly this rank's block of in (the same memory); any other overlap of
- * in and out is INVALID_ARGUMENT. CUDA tensors take the staged path.
+ * in and out is INVALID_ARGUMENT (CUDA tensors too). CUDA tensors on the NCCL path:
+ * ncclReduceScatter for equal blocks, otherwise each rank's part of this rank's block
+ * is received and reduced in rank order (docs/concepts/gpus.md).
  * Collective. BORROWS in, out; counts is copied before the call returns.
  * Thread safety: as every operation (see the top of this file).
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, element counts
@@ -732,7 +734,7 @@ STARLING_API starling_status_t starling_reduce_scatter_nonblocking(starling_cont
  * recv_counts[q] on this rank must equal send_counts[rank] on rank q (use an equal-block
  * alltoall of the counts to learn them). in and out have the same dtype (any supported
  * dtype; the data is moved, never combined), shapes free beyond that, and must not
- * overlap (no in place). CUDA tensors take the staged path.
+ * overlap (no in place). CUDA tensors on the NCCL path go by grouped ncclSend/ncclRecv.
  * Collective. BORROWS in, out; the counts are copied before the call returns.
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL tensors, dtypes differ, only one of the
  * count arrays given, a negative count, counts that do not sum to the element counts,

@@ -35,6 +35,7 @@ struct Nccl {
   decltype(&::ncclAllReduce) AllReduce;
   decltype(&::ncclBroadcast) Broadcast;
   decltype(&::ncclAllGather) AllGather;
+  decltype(&::ncclReduceScatter) ReduceScatter;
   decltype(&::ncclGroupStart) GroupStart;
   decltype(&::ncclGroupEnd) GroupEnd;
   decltype(&::ncclSend) Send;
@@ -85,6 +86,27 @@ int CheckNccl(const Nccl* api, ncclResult_t result, const char* call, ncclComm_t
 // NCCL takes the raw handle: NULL is its (legacy) default stream too.
 cudaStream_t NcclStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
+// starling::DType and ReduceOp to NCCL's, or a failure naming `fn` and what has no NCCL
+// equivalent.
+int NcclTypeAndOp(const char* fn, int dtype, int op, ncclDataType_t* type, ncclRedOp_t* nccl_op) {
+  // starling::DType order: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8.
+  static const ncclDataType_t kTypes[] = {ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64, ncclInt8,
+                                          ncclInt8 /* int16: refused below */, ncclInt32, ncclInt64, ncclUint8};
+  if (dtype < 0 || dtype > 8 || dtype == 5)
+    return Fail(std::string(fn) + ": dtype " + std::to_string(dtype) +
+                " has no NCCL type (int16 and unknown dtypes)");
+  *type = kTypes[dtype];
+  // ReduceOp: sum 0, average 1, min 2, max 3. Average is the caller's division.
+  switch (op) {
+    case 0: *nccl_op = ncclSum; return 0;
+    case 2: *nccl_op = ncclMin; return 0;  // fminf/fmaxf: a NaN loses (the core gathers floating MIN/MAX instead)
+    case 3: *nccl_op = ncclMax; return 0;
+    default:
+      return Fail(std::string(fn) + ": op " + std::to_string(op) +
+                  " not accepted (SUM, MIN or MAX; divide for AVERAGE)");
+  }
+}
+
 }  // namespace
 
 int NcclLoad() {
@@ -108,6 +130,7 @@ int NcclLoad() {
                   Resolve(lib, "ncclAllReduce", &api->AllReduce, &error) &&
                   Resolve(lib, "ncclBroadcast", &api->Broadcast, &error) &&
                   Resolve(lib, "ncclAllGather", &api->AllGather, &error) &&
+                  Resolve(lib, "ncclReduceScatter", &api->ReduceScatter, &error) &&
                   Resolve(lib, "ncclGroupStart", &api->GroupStart, &error) &&
                   Resolve(lib, "ncclGroupEnd", &api->GroupEnd, &error) &&
                   Resolve(lib, "ncclSend", &api->Send, &error) && Resolve(lib, "ncclRecv", &api->Recv, &error);
@@ -194,24 +217,23 @@ int NcclCommAbort(void* comm) {
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
   const Nccl* api = Api("nccl_all_reduce");
   if (api == nullptr) return 1;
-  // starling::DType order: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8.
-  static const ncclDataType_t kTypes[] = {ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64, ncclInt8,
-                                          ncclInt8 /* int16: refused below */, ncclInt32, ncclInt64, ncclUint8};
-  if (dtype < 0 || dtype > 8 || dtype == 5) {
-    return Fail("nccl_all_reduce: dtype " + std::to_string(dtype) + " has no NCCL type (int16 and unknown dtypes)");
-  }
-  // ReduceOp: sum 0, average 1, min 2, max 3. Average is the caller's division.
+  ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  switch (op) {
-    case 0: nccl_op = ncclSum; break;
-    case 2: nccl_op = ncclMin; break;  // fminf/fmaxf: a NaN loses (the core gathers floating MIN/MAX instead)
-    case 3: nccl_op = ncclMax; break;
-    default:
-      return Fail("nccl_all_reduce: op " + std::to_string(op) + " not accepted (SUM, MIN or MAX; divide for AVERAGE)");
-  }
+  if (int rc = NcclTypeAndOp("nccl_all_reduce", dtype, op, &type, &nccl_op)) return rc;
   t_last_comm = Comm(comm);
-  return CheckNccl(api, api->AllReduce(send, recv, count, kTypes[dtype], nccl_op, Comm(comm), NcclStream(stream)),
+  return CheckNccl(api, api->AllReduce(send, recv, count, type, nccl_op, Comm(comm), NcclStream(stream)),
                    "ncclAllReduce");
+}
+
+int NcclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
+  const Nccl* api = Api("nccl_reduce_scatter");
+  if (api == nullptr) return 1;
+  ncclDataType_t type;
+  ncclRedOp_t nccl_op;
+  if (int rc = NcclTypeAndOp("nccl_reduce_scatter", dtype, op, &type, &nccl_op)) return rc;
+  t_last_comm = Comm(comm);
+  return CheckNccl(api, api->ReduceScatter(send, recv, count, type, nccl_op, Comm(comm), NcclStream(stream)),
+                   "ncclReduceScatter");
 }
 
 int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream) {

@@ -50,6 +50,7 @@ const starling_device_plugin_t kTable = {
     NcclRecv,
     NcclCommStatus,
     StreamIsCapturing,
+    NcclReduceScatter,
 };
 
 }  // namespace

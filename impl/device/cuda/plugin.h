@@ -61,6 +61,7 @@ int NcclCommAbort(void* comm);
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream);
 int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream);
 int NcclAllGather(const void* send, void* recv, size_t bytes, void* comm, void* stream);
+int NcclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream);
 int NcclGroupStart();
 int NcclGroupEnd();
 int NcclSend(const void* buf, size_t bytes, int peer, void* comm, void* stream);

@@ -76,6 +76,9 @@ STARLING_EMU_API size_t starling_emu_pinned_bytes_in_use(void);
 /* NCCL operations of two communicators that ran at the same time on one device of this
  * process (NCCL's documented deadlock hazard); 0 when operations never overlapped. */
 STARLING_EMU_API int starling_emu_concurrent_nccl_ops(void);
+/* Calls of one NCCL entry ("nccl_reduce_scatter", "nccl_send", ...) this process made and
+ * the emulator accepted, so a test can tell which path an operation took. */
+STARLING_EMU_API int starling_emu_nccl_calls(const char* fn);
 STARLING_EMU_API const char* starling_emu_last_error(void);
 
 #ifdef __cplusplus

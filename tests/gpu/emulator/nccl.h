@@ -19,6 +19,7 @@ int NcclCommInit(void** comm, int nranks, const void* id, int rank, int device);
 int NcclCommDestroy(void* comm);
 int NcclCommAbort(void* comm);
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream);
+int NcclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream);
 int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream);
 int NcclAllGather(const void* send, void* recv, size_t bytes, void* comm, void* stream);
 int NcclGroupStart();
@@ -28,5 +29,7 @@ int NcclRecv(void* buf, size_t bytes, int peer, void* comm, void* stream);
 int NcclCommStatus(void* comm, int* state);
 // How often operations of two communicators overlapped on one device (see emulator.h).
 int NcclConcurrentOps();
+// Calls of the NCCL function `fn` ("nccl_all_reduce", ...) accepted so far (see emulator.h).
+int NcclCalls(const char* fn);
 
 }  // namespace starling::emu

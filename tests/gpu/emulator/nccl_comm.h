@@ -31,11 +31,11 @@ struct Frame {
   int32_t dtype = -1;
   int32_t op = -1;
   int32_t root = -1;
-  uint64_t count = 0;    // the call's count (elements for all_reduce, else bytes)
+  uint64_t count = 0;    // the call's count (elements for all_reduce and reduce_scatter, else bytes)
   uint64_t payload = 0;  // bytes following the header
 };
 enum FrameKind : uint32_t { kHello = 1, kP2P = 2, kColl = 3, kAck = 4, kBye = 5 };
-enum CollKind : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3 };
+enum CollKind : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3, kReduceScatter = 4 };
 
 struct Message {
   Frame frame;

@@ -32,6 +32,7 @@ struct CommRegistry {
   // NCCL operations running now, by device and communicator; overlaps counted.
   std::map<int, std::map<Comm*, int>> running;
   int overlaps = 0;
+  std::map<std::string, int> calls;  // accepted calls by function name
 };
 
 CommRegistry& Comms() {
@@ -39,7 +40,7 @@ CommRegistry& Comms() {
   return *registry;
 }
 
-enum class OpType { kAllReduce, kBroadcast, kAllGather, kSend, kRecv };
+enum class OpType { kAllReduce, kReduceScatter, kBroadcast, kAllGather, kSend, kRecv };
 
 // One NCCL call, as checked at the call and run by a stream task.
 struct Op {
@@ -47,8 +48,8 @@ struct Op {
   OpType type = OpType::kSend;
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;  // elements (all_reduce) or bytes
-  size_t bytes = 0;  // of one rank's buffer
+  size_t count = 0;  // elements (all_reduce; reduce_scatter: of one block) or bytes
+  size_t bytes = 0;  // of one rank's send buffer
   int dtype = -1, op = -1, root = -1, peer = -1;
   std::shared_ptr<Comm> comm;
   uint64_t seq = 0;  // sends: which of our messages to peer this is
@@ -71,7 +72,12 @@ thread_local int t_group_depth = 0;  // NCCL's groups are per thread, and nest
 thread_local std::vector<std::pair<std::shared_ptr<Stream>, Op>> t_group_ops;
 
 uint32_t CollOf(OpType type) {
-  return type == OpType::kAllReduce ? kAllReduce : type == OpType::kBroadcast ? kBroadcast : kAllGather;
+  switch (type) {
+    case OpType::kAllReduce: return kAllReduce;
+    case OpType::kReduceScatter: return kReduceScatter;
+    case OpType::kBroadcast: return kBroadcast;
+    default: return kAllGather;
+  }
 }
 
 // The frame that carries (or, with payload 0, only names) a rank's part of a collective.
@@ -93,6 +99,9 @@ std::string Describe(const Frame& f) {
   switch (f.coll) {
     case kAllReduce:
       return Format("all_reduce(count %llu, %s, %s)", count, DTypeName(f.dtype),
+                    f.op >= 0 && f.op < 4 ? kOps[f.op] : "?");
+    case kReduceScatter:
+      return Format("reduce_scatter(count %llu, %s, %s)", count, DTypeName(f.dtype),
                     f.op >= 0 && f.op < 4 ? kOps[f.op] : "?");
     case kBroadcast: return Format("broadcast(%llu bytes, root %d)", count, f.root);
     case kAllGather: return Format("all_gather(%llu bytes)", count);
@@ -181,6 +190,29 @@ std::string CompleteAllReduce(const Op& op) {
   return "";
 }
 
+// Every rank sent its whole input; this rank reduces its own block of them, in rank order
+// as all_reduce. In place (recv inside send) is safe: the sum is built aside.
+std::string CompleteReduceScatter(const Op& op) {
+  Comm& c = *op.comm;
+  const size_t block = op.bytes / static_cast<size_t>(c.nranks()), at = block * static_cast<size_t>(c.rank());
+  std::vector<std::vector<char>> parts(c.nranks());
+  for (int p = 0; p < c.nranks(); ++p) {
+    if (p == c.rank()) continue;
+    Message m;
+    if (std::string error = TakeColl(op, p, &m); !error.empty()) return error;
+    parts[p] = std::move(m.data);
+  }
+  auto part = [&](int r) { return r == c.rank() ? static_cast<const char*>(op.send) + at : parts[r].data() + at; };
+  std::vector<char> sum(part(0), part(0) + block);
+  for (int r = 1; r < c.nranks(); ++r) {
+    if (FminFmax(sum.data(), part(r), op)) continue;
+    if (device::kernels::HostReduce(sum.data(), part(r), op.count, op.dtype, op.op) != 0)
+      return Format("HostReduce rejected %s, op %d", DTypeName(op.dtype), op.op);
+  }
+  if (block > 0) std::memcpy(op.recv, sum.data(), block);
+  return "";
+}
+
 std::string CompleteBroadcast(const Op& op) {
   Comm& c = *op.comm;
   for (int p = 0; p < c.nranks(); ++p) {
@@ -224,6 +256,7 @@ std::string CompleteRecv(const Op& op) {
 std::string Complete(const Op& op) {
   switch (op.type) {
     case OpType::kAllReduce: return CompleteAllReduce(op);
+    case OpType::kReduceScatter: return CompleteReduceScatter(op);
     case OpType::kBroadcast: return CompleteBroadcast(op);
     case OpType::kAllGather: return CompleteAllGather(op);
     case OpType::kRecv: return CompleteRecv(op);
@@ -322,6 +355,21 @@ int Post(Op op, void* comm_handle, void* stream_handle) {
       if (CheckDevice(fn, "send", op.send, op.bytes, device) != 0 || CheckDevice(fn, "recv", op.recv, op.bytes, device) != 0)
         return 1;
       break;
+    case OpType::kReduceScatter: {
+      if (!NcclDType(op.dtype)) return Fail("%s: NCCL has no dtype %s", fn, DTypeName(op.dtype));
+      if (op.op != kSum && op.op != kMin && op.op != kMax) return Fail("%s: op %d is not sum, min or max", fn, op.op);
+      size_t block = 0;
+      if (!ElementBytes(op.count, op.dtype, &block) || block > std::numeric_limits<size_t>::max() / c.nranks())
+        return Fail("%s: count %zu overflows", fn, op.count);
+      op.bytes = block * static_cast<size_t>(c.nranks());
+      if (CheckDevice(fn, "send", op.send, op.bytes, device) != 0 || CheckDevice(fn, "recv", op.recv, block, device) != 0)
+        return 1;
+      // NCCL: in place only as recv == send + rank * count; any other overlap is undefined.
+      const auto s = reinterpret_cast<uintptr_t>(op.send), r = reinterpret_cast<uintptr_t>(op.recv);
+      if (r != s + block * static_cast<size_t>(c.rank()) && r < s + op.bytes && s < r + block)
+        return Fail("%s: recv overlaps send other than as this rank's block (in place)", fn);
+      break;
+    }
     case OpType::kBroadcast:
       if (op.root < 0 || op.root >= c.nranks()) return Fail("%s: root %d is not a rank of %d", fn, op.root, c.nranks());
       if (c.rank() == op.root && CheckDevice(fn, "send", op.send, op.bytes, device) != 0) return 1;
@@ -338,6 +386,11 @@ int Post(Op op, void* comm_handle, void* stream_handle) {
       if (op.peer < 0 || op.peer >= c.nranks()) return Fail("%s: peer %d is not a rank of %d", fn, op.peer, c.nranks());
       if (CheckDevice(fn, "buf", op.type == OpType::kSend ? op.send : op.recv, op.bytes, device) != 0) return 1;
       break;
+  }
+  {
+    CommRegistry& reg = Comms();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    ++reg.calls[fn];
   }
   if (t_group_depth > 0) {
     uint64_t point;  // a failed stream fails the call now, as outside a group
@@ -430,10 +483,29 @@ int NcclConcurrentOps() {
 }
 int NcclCommAbort(void* comm) { return Close("nccl_comm_abort", comm, true); }
 
+int NcclCalls(const char* fn) {
+  CommRegistry& reg = Comms();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.calls.find(fn == nullptr ? "" : fn);
+  return it == reg.calls.end() ? 0 : it->second;
+}
+
 int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
   Op o;
   o.fn = "nccl_all_reduce";
   o.type = OpType::kAllReduce;
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.dtype = dtype;
+  o.op = op;
+  return Post(std::move(o), comm, stream);
+}
+
+int NcclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
+  Op o;
+  o.fn = "nccl_reduce_scatter";
+  o.type = OpType::kReduceScatter;
   o.send = send;
   o.recv = recv;
   o.count = count;

@@ -170,6 +170,7 @@ const starling_device_plugin_t* Table() {
     t.nccl_recv = NcclRecv;
     t.nccl_comm_status = NcclStatus;
     t.stream_is_capturing = StreamIsCapturing;
+    t.nccl_reduce_scatter = NcclReduceScatter;
     return t;
   }();
   return &table;
@@ -255,6 +256,7 @@ size_t starling_emu_device_bytes_in_use(int device) { return DeviceBytesInUse(de
 size_t starling_emu_pinned_bytes_in_use(void) { return PinnedBytesInUse(); }
 
 int starling_emu_concurrent_nccl_ops(void) { return NcclConcurrentOps(); }
+int starling_emu_nccl_calls(const char* fn) { return NcclCalls(fn); }
 
 const char* starling_emu_last_error(void) { return LastError(); }
 
