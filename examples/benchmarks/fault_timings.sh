@@ -57,7 +57,7 @@ fj_run "2 hosts x 2, kill host2 (ranks and prted)" 2 2 daemon "$python_dir" "$pr
 mh_destroy
 
 {
-  "$prefix/bin/mpirun" --version | head -1
+  "$prefix/bin/mpirun" --version | sed -n 1p
   echo "$reps repetitions, $(nproc) cores, $(date -u +%Y-%m-%d)"
   /usr/bin/python3 "$root/tests/multihost/fault_summary.py" "$results"
 } | tee ${out:+"$out"}

@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$prefix" "$work"' EXIT
 
 cmake --install "$build" --prefix "$prefix" > /dev/null
-libdir=$(dirname "$(find "$prefix" -name 'libstarling.so.0' | head -n1)")
+libdir=$(dirname "$(find "$prefix" -name 'libstarling.so.0' -print -quit)")
 test -f "$prefix/include/starling/starling.h"
 test -x "$prefix/bin/starlingrun"
 

@@ -19,7 +19,7 @@ if [ ! -x "$prefix/bin/mpicxx" ]; then
   [ "${CI:-}" = "true" ] && exit 1
   exit 77
 fi
-"$prefix/bin/mpirun" --version | head -1
+"$prefix/bin/mpirun" --version | sed -n 1p  # sed reads it all: no SIGPIPE under pipefail
 source packaging/cmake-generator.sh
 # shellcheck disable=SC2046,SC2086
 cmake -S . -B build-ompi5 $(cmake_generator build-ompi5) $STARLING_UNITY -DCMAKE_BUILD_TYPE=Release -DSTARLING_WITH_CUDA=OFF \
