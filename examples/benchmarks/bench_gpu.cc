@@ -296,7 +296,7 @@ class Gpu {
 // rounding (the summation orders differ: MPI's or NCCL's against Starling's).
 void SameResult(const BenchContext& b, Gpu& gpu, const std::string& op, size_t bytes,
                 const std::function<void()>& reference, const std::function<void()>& starling, bool nccl) {
-  const size_t n = bytes / 4;
+  const size_t n = bytes / 4;  // of the output
   void* const result = op == "broadcast" ? gpu.x() : gpu.y();
   std::vector<float> want(n), got(n);
   reference();
@@ -353,6 +353,17 @@ std::vector<Row> RunFamily(BenchContext& b, Gpu& gpu, const std::string& op, boo
     int64_t n = static_cast<int64_t>(bytes / 4);
     const size_t count = static_cast<size_t>(n);
     DLTensor in = gpu.Tensor(x, &n), out = gpu.Tensor(y, &n);
+    // reduce_scatter and alltoall: size() blocks of `block` floats (a size that does not
+    // divide them is cut down to a multiple).
+    const size_t block = count / static_cast<size_t>(b.size), whole = block * static_cast<size_t>(b.size);
+    int64_t whole_n = static_cast<int64_t>(whole), block_n = static_cast<int64_t>(block);
+    size_t result_bytes = bytes;
+    if (op == "reduce_scatter" || op == "alltoall") {
+      if (block == 0) continue;
+      in = gpu.Tensor(x, &whole_n);
+      out = gpu.Tensor(y, op == "alltoall" ? &whole_n : &block_n);
+      result_bytes = (op == "alltoall" ? whole : block) * 4;
+    }
     std::function<void()> reference, starling;
     std::string variant;
     if (op == "allreduce") {
@@ -386,6 +397,50 @@ std::vector<Row> RunFamily(BenchContext& b, Gpu& gpu, const std::string& op, boo
           gpu.Staged(count, root ? x : nullptr, gpu.a(), gpu.a(), root ? nullptr : x, [&](size_t first, size_t k) {
             MPI_Bcast(gpu.a() + first, static_cast<int>(k), MPI_FLOAT, 0, MPI_COMM_WORLD);
           });
+        };
+      }
+    } else if (op == "reduce_scatter") {
+      variant = path + " sum";
+      starling = [&] {
+        Check(starling_reduce_scatter(b.ctx, &in, &out, nullptr, STARLING_SUM, nullptr), "reduce_scatter");
+      };
+      if (nccl) {
+        reference = [&] {
+          Ok(p, p->nccl_reduce_scatter(x, y, block, kFloat32, kSum, comm, stream), "nccl_reduce_scatter");
+          Ok(p, p->stream_synchronize(stream), "stream_synchronize");
+        };
+      } else {  // as Starling stages it: the whole input in, the block out
+        reference = [&] {
+          gpu.Sync(p->memcpy_async(gpu.a(), x, whole * 4, stream), "memcpy_async");
+          MPI_Reduce_scatter_block(gpu.a(), gpu.c(), static_cast<int>(block), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          gpu.Sync(p->memcpy_async(y, gpu.c(), block * 4, stream), "memcpy_async");
+        };
+      }
+    } else if (op == "alltoall") {
+      variant = path + " equal";
+      starling = [&] { Check(starling_alltoall(b.ctx, &in, &out, nullptr, nullptr, nullptr), "alltoall"); };
+      if (nccl) {
+        reference = [&] {
+          const size_t block_bytes = block * 4;
+          char* src = static_cast<char*>(x);
+          char* dst = static_cast<char*>(y);
+          Ok(p, p->memcpy_async(dst + b.rank * block_bytes, src + b.rank * block_bytes, block_bytes, stream),
+             "memcpy_async");
+          Ok(p, p->nccl_group_start(), "nccl_group_start");
+          for (int q = 0; q < b.size; ++q) {
+            if (q == b.rank) continue;
+            Ok(p, p->nccl_send(src + q * block_bytes, block_bytes, q, comm, stream), "nccl_send");
+            Ok(p, p->nccl_recv(dst + q * block_bytes, block_bytes, q, comm, stream), "nccl_recv");
+          }
+          Ok(p, p->nccl_group_end(), "nccl_group_end");
+          Ok(p, p->stream_synchronize(stream), "stream_synchronize");
+        };
+      } else {
+        reference = [&] {
+          gpu.Sync(p->memcpy_async(gpu.a(), x, whole * 4, stream), "memcpy_async");
+          MPI_Alltoall(gpu.a(), static_cast<int>(block), MPI_FLOAT, gpu.c(), static_cast<int>(block), MPI_FLOAT,
+                       MPI_COMM_WORLD);
+          gpu.Sync(p->memcpy_async(y, gpu.c(), whole * 4, stream), "memcpy_async");
         };
       }
     } else if (neighbor) {
@@ -428,7 +483,7 @@ std::vector<Row> RunFamily(BenchContext& b, Gpu& gpu, const std::string& op, boo
         Ok(p, p->stream_synchronize(stream), "stream_synchronize");
       };
     }
-    if (op != "combine") SameResult(b, gpu, op, bytes, reference, starling, nccl);
+    if (op != "combine") SameResult(b, gpu, op, result_bytes, reference, starling, nccl);
     rows.push_back({op == "combine" ? "combine" : neighbor ? "neighbor_allreduce" : op, variant, b.size, bytes,
                     Compare(reference, starling, b.budget)});
     Progress(op == "combine" ? op : op + " (" + path + ")", bytes);
@@ -490,8 +545,8 @@ void PrintTargets(const std::vector<Row>& rows, bool nccl, bool emulated) {
 }  // namespace
 
 const std::vector<std::string>& GpuFamilies() {
-  static const std::vector<std::string> families = {"allreduce", "broadcast", "neighbor_ring", "neighbor_exp2",
-                                                    "combine"};
+  static const std::vector<std::string> families = {"allreduce", "broadcast", "reduce_scatter", "alltoall",
+                                                    "neighbor_ring", "neighbor_exp2", "combine"};
   return families;
 }
 
