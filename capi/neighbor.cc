@@ -95,7 +95,10 @@ starling_status_t NeighborAllgather(starling_context_t ctx, const DLTensor* in, 
                                     const starling_neighbor_args_t* args, starling_request_t* req, bool nonblocking) {
   return Launch(ctx, req, nonblocking, [&](runtime::Context& c) {
     const ops::NeighborArgs parsed = ParseArgs(args);
-    return device::Route(c, {In(in), Out(out)}, device::RouteOptions{false, true, nullptr}, [&](const Views& v) {
+    device::RouteOptions route{false, true, [&](const Views& v) {
+                                 return device::MakeNcclNeighborAllgather(c, v[0], v[1], first_dims, parsed);
+                               }};
+    return device::Route(c, {In(in), Out(out)}, route, [&](const Views& v) {
       return ops::MakeNeighborAllgather(c, v[0], &v[1], first_dims, parsed);
     });
   });

@@ -752,6 +752,88 @@ class NeighborAllreduceOp : public NcclOp {
   std::vector<PooledBuffer> scratch_;
 };
 
+// neighbor_allgather: every rank's first dimension is gathered over MPI in the call's
+// agreement (dtype, row size and trailing shape must agree on every rank, as the count
+// of neighbor_allreduce on this path); each rank checks that its sources' rows fill out,
+// and a one-byte second round tells every rank whether all did, so a wrong out fails on
+// every rank before any NCCL call. Then one group: in to every destination, each
+// source's rows straight into their place in out.
+class NeighborAllgatherOp : public NcclOp {
+ public:
+  NeighborAllgatherOp(GpuState& gpu, const TensorView& in, const TensorView& out, int64_t* first_dims,
+                      std::shared_ptr<const ops::NeighborPlan> plan, const std::string& name)
+      : NcclOp(gpu, ops::DescribeOp("neighbor_allgather", name,
+                                    Str(in.Describe(), plan->dynamic ? ", dynamic" : "", ", nccl"))),
+        in_(in), out_(out), first_dims_(first_dims), plan_(std::move(plan)) {}
+
+ private:
+  ops::Signature Signature() const override {
+    ops::Signature sig;
+    sig.kind = OpKind::kNcclNeighborAllgather;
+    sig.dtype = static_cast<uint8_t>(in_.dtype);
+    sig.count = static_cast<int64_t>(in_.row_bytes());
+    sig.root = static_cast<int32_t>(TrailingShapeHash(in_) & 0x7fffffff);
+    return sig;
+  }
+
+  void Prepare(runtime::Context& context) override {
+    const ops::NeighborPlan& plan = *plan_;
+    const ops::Group world = ops::WorldGroup(context);
+    ops::Signature sig = Signature();
+    sig.seq = ops::NextSequence(context, sig.kind);
+    const int64_t mine = in_.first_dim();
+    std::vector<int64_t> dims;
+    {
+      ops::Exchange ex(context, transport::Channel::kCollective, Label());
+      const std::vector<const char*> all = ops::DisseminationGather(context, world, sig, &mine, sizeof mine, ex);
+      for (int r : plan.recv_ranks) {
+        int64_t d;
+        std::memcpy(&d, all[static_cast<size_t>(r)], sizeof d);
+        dims.push_back(d);
+      }
+    }
+    if (plan.check)
+      ops::CheckSendRecvMatch(context, plan.send_ranks, plan.recv_ranks,
+                              ops::NextSequence(context, OpKind::kNcclNeighborAllgather), Label());
+    int64_t total = 0;
+    for (int64_t d : dims) total += d;
+    const uint8_t fits = total == out_.first_dim() ? 1 : 0;
+    ops::Signature verdict = Signature();
+    verdict.seq = ops::NextSequence(context, verdict.kind);
+    verdict.extra = 1;
+    ops::Exchange ex(context, transport::Channel::kCollective, Label());
+    const std::vector<const char*> all = ops::DisseminationGather(context, world, verdict, &fits, 1, ex);
+    STARLING_CHECK(fits, Code::kMismatch, "out has first dimension ", out_.first_dim(), " but the sources send ",
+                   total, " rows (use starling_neighbor_allgather_first_dims to size it)");
+    for (int r = 0; r < context.size(); ++r)
+      STARLING_CHECK(*all[static_cast<size_t>(r)] != 0, Code::kMismatch, "rank ", r,
+                     "'s out does not hold the rows its sources send, so no rank runs this ", Describe());
+    if (first_dims_) std::copy(dims.begin(), dims.end(), first_dims_);
+    dims_ = std::move(dims);
+  }
+
+  void Enqueue(runtime::Context&) override {
+    const ops::NeighborPlan& plan = *plan_;
+    const size_t row_bytes = in_.row_bytes();
+    Grouped([&] {
+      if (in_.bytes > 0)
+        for (int to : plan.send_ranks)
+          Check(plugin()->nccl_send(in_.data, in_.bytes, to, comm(), stream_), "ncclSend");
+      char* cursor = static_cast<char*>(out_.data);
+      for (size_t s = 0; s < plan.recv_ranks.size(); ++s) {
+        const size_t bytes = static_cast<size_t>(dims_[s]) * row_bytes;
+        if (bytes > 0) Check(plugin()->nccl_recv(cursor, bytes, plan.recv_ranks[s], comm(), stream_), "ncclRecv");
+        cursor += bytes;
+      }
+    });
+  }
+
+  TensorView in_, out_;
+  int64_t* first_dims_;
+  std::shared_ptr<const ops::NeighborPlan> plan_;
+  std::vector<int64_t> dims_;  // the sources' first dimensions, in source order (Prepare)
+};
+
 }  // namespace
 
 std::unique_ptr<runtime::Op> MakeNcclAllreduce(runtime::Context& context, const TensorView& in, const TensorView& out,
@@ -790,6 +872,13 @@ std::unique_ptr<runtime::Op> MakeNcclAlltoall(runtime::Context& context, const T
   }
   return std::make_unique<AlltoallOp>(context.Extension<GpuState>(), in, out, std::move(send), std::move(recv),
                                       varying, name);
+}
+
+std::unique_ptr<runtime::Op> MakeNcclNeighborAllgather(runtime::Context& context, const TensorView& in,
+                                                       const TensorView& out, int64_t* first_dims,
+                                                       const ops::NeighborArgs& args) {
+  return std::make_unique<NeighborAllgatherOp>(context.Extension<GpuState>(), in, out, first_dims,
+                                               ops::PlanFor(context, ops::AllgatherArgs(args)), args.name);
 }
 
 std::unique_ptr<runtime::Op> MakeNcclNeighborAllreduce(runtime::Context& context, const TensorView& in,

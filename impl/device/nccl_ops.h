@@ -17,6 +17,8 @@
 // neighbor_allreduce (static, weighted, dynamic with destination weights): grouped
 //             ncclSend/ncclRecv to and from the neighbors, destination weights applied
 //             by the sender, the weighted combine in our kernel.
+// neighbor_allgather: the sources' first dimensions gathered over MPI, then grouped
+//             ncclSend/ncclRecv straight into out.
 // Validation happens before (device::Route builds the CPU op first, which checks the
 // arguments exactly as on the other paths).
 #pragma once
@@ -45,6 +47,9 @@ std::unique_ptr<runtime::Op> MakeNcclReduceScatter(runtime::Context& context, co
 std::unique_ptr<runtime::Op> MakeNcclAlltoall(runtime::Context& context, const TensorView& in, const TensorView& out,
                                               const int64_t* send_counts, const int64_t* recv_counts,
                                               std::string name);
+std::unique_ptr<runtime::Op> MakeNcclNeighborAllgather(runtime::Context& context, const TensorView& in,
+                                                       const TensorView& out, int64_t* first_dims,
+                                                       const ops::NeighborArgs& args);
 std::unique_ptr<runtime::Op> MakeNcclNeighborAllreduce(runtime::Context& context, const TensorView& in,
                                                        const TensorView& out, const ops::NeighborArgs& args);
 

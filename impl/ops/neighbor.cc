@@ -234,11 +234,7 @@ std::unique_ptr<runtime::Op> MakeNeighborAllreduce(const runtime::Context& conte
   return std::make_unique<NeighborAllreduceOp>(in, out, PlanFor(context, args), args.name);
 }
 
-std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& context, const TensorView& in,
-                                                   const TensorView* out, int64_t* first_dims,
-                                                   const NeighborArgs& args) {
-  STARLING_CHECK_ARG(in.ndim() >= 1, "neighbor_allgather needs a tensor with at least one dimension, got ",
-                     in.Describe());
+NeighborArgs AllgatherArgs(const NeighborArgs& args) {
   NeighborArgs plain = args;
   plain.use_weights = args.dynamic;  // weights are ignored; dynamic mode still validates its sets
   if (!args.dynamic) {
@@ -249,7 +245,15 @@ std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& conte
     plain.destination_weights.clear();
     plain.self_weight = 1.0;
   }
-  std::shared_ptr<const NeighborPlan> plan = PlanFor(context, plain);
+  return plain;
+}
+
+std::unique_ptr<runtime::Op> MakeNeighborAllgather(const runtime::Context& context, const TensorView& in,
+                                                   const TensorView* out, int64_t* first_dims,
+                                                   const NeighborArgs& args) {
+  STARLING_CHECK_ARG(in.ndim() >= 1, "neighbor_allgather needs a tensor with at least one dimension, got ",
+                     in.Describe());
+  std::shared_ptr<const NeighborPlan> plan = PlanFor(context, AllgatherArgs(args));
   if (out != nullptr) {
     bool trailing_equal = in.ndim() == out->ndim();
     for (int i = 1; trailing_equal && i < in.ndim(); ++i) trailing_equal = in.shape[i] == out->shape[i];

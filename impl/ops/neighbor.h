@@ -31,6 +31,10 @@ std::unique_ptr<runtime::Op> MakeSetTopology(const runtime::Context& context,
 // per topology snapshot). Throws Error(kInvalidArgument) naming a bad rank or weight.
 std::shared_ptr<const NeighborPlan> PlanFor(const runtime::Context& context, const NeighborArgs& args);
 
+// neighbor_allgather's view of args: weights are ignored (dynamic mode still validates
+// its sets), so its plan moves the tensor unscaled.
+NeighborArgs AllgatherArgs(const NeighborArgs& args);
+
 // The collective check of dynamic mode: every rank contributes its send and receive
 // sets; throws Error(kMismatch) on every rank, naming pairs, if they do not match.
 void CheckSendRecvMatch(runtime::Context& context, const std::vector<int>& sends, const std::vector<int>& recvs,

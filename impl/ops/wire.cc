@@ -37,6 +37,7 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kProbePeers: return "probe_peers";
     case OpKind::kNcclReduceScatter: return "reduce_scatter on CUDA tensors (NCCL path)";
     case OpKind::kNcclAlltoall: return "alltoall on CUDA tensors (NCCL path)";
+    case OpKind::kNcclNeighborAllgather: return "neighbor_allgather on CUDA tensors (NCCL path)";
   }
   return "unknown";
 }

@@ -45,6 +45,7 @@ enum class OpKind : uint8_t {
   kProbePeers,            // count = the throughput pings' bytes, root = repetitions
   kNcclReduceScatter,     // as kReduceScatter, on the NCCL path
   kNcclAlltoall,          // as kAlltoall, on the NCCL path
+  kNcclNeighborAllgather, // count = row bytes, root = trailing shape hash (NCCL path)
 };
 const char* OpKindName(OpKind kind);
 

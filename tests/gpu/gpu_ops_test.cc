@@ -304,6 +304,64 @@ TEST_F(GpuOps, NeighborAllgather) {
   }
 }
 
+// Dynamic mode (from rank - 1 and rank + 2, checked and not), a source with no rows, and
+// an out of the wrong size on one rank: MISMATCH on every rank (the NCCL path checks
+// before any NCCL call), then the context works. On the NCCL path it uses ncclSend.
+TEST_F(GpuOps, NeighborAllgatherDynamicEmptyAndWrongOut) {
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int sends_before = TestDevice::Get().NcclCalls("nccl_send");
+  std::vector<int> from = {(rank + size - 1) % size}, to = {(rank + 1) % size};
+  if (size > 2) {
+    from.push_back((rank + size - 2) % size);
+    to.push_back((rank + 2) % size);
+  }
+  auto rows_of = [](int r) { return static_cast<int64_t>(r % 3); };  // rank 0 sends no rows
+  int64_t total = 0;
+  for (int r : from) total += rows_of(r);
+  for (int check : {0, 1}) {
+    starling_neighbor_args_t args = STARLING_NEIGHBOR_ARGS_INIT;
+    args.dynamic = 1;
+    args.check_topology = check;
+    args.num_sources = static_cast<int>(from.size());
+    args.source_ranks = from.data();
+    args.num_destinations = static_cast<int>(to.size());
+    args.destination_ranks = to.data();
+    DeviceBuffer in(Kind::kF64, {rows_of(rank), 5}), out(Kind::kF64, {total, 5});
+    in.Fill(rank, 12 + check);
+    std::vector<int64_t> dims(from.size(), -1), dims_device(from.size(), -1);
+    ASSERT_OK(starling_neighbor_allgather(ctx, &in.host.t, &out.host.t, dims.data(), &args));
+    ASSERT_OK(starling_neighbor_allgather(ctx, &in.t, &out.t, dims_device.data(), &args));
+    ExpectSameBytes(out, "dynamic neighbor_allgather, check " + std::to_string(check));
+    EXPECT_EQ(dims_device, dims);
+    for (size_t s = 0; s < from.size(); ++s) EXPECT_EQ(dims[s], rows_of(from[s]));
+  }
+  const char* path = nullptr;
+  ASSERT_OK(starling_gpu_path(ctx, &path));
+  const int sends = TestDevice::Get().NcclCalls("nccl_send");
+  if (sends >= 0 && rows_of(rank) > 0 && std::string(path).rfind("nccl", 0) == 0) {
+    EXPECT_GT(sends, sends_before) << path;
+  }
+  DeviceBuffer in(Kind::kF32, {2, 3}), wrong(Kind::kF32, {rank == 0 ? 1 : 0, 3});
+  std::vector<int> sources(size);
+  int count = 0;
+  ASSERT_OK(starling_in_neighbors(ctx, sources.data(), size, &count));
+  DeviceBuffer right(Kind::kF32, {2 * count, 3});
+  const starling_status_t status =
+      starling_neighbor_allgather(ctx, &in.t, rank == 0 ? &wrong.t : &right.t, nullptr, nullptr);
+  if (rank == 0 || std::string(path).rfind("nccl", 0) == 0) {
+    EXPECT_EQ(status, STARLING_ERR_MISMATCH) << starling_last_error();
+  }
+  if (rank == 0) {
+    EXPECT_NE(std::string(starling_last_error()).find("out has first dimension 1"), std::string::npos)
+        << starling_last_error();
+  }
+  DeviceBuffer x(Kind::kF64, {50});
+  x.Fill(rank, 13);
+  ASSERT_OK(starling_allreduce(ctx, &x.host.t, &x.host.t, STARLING_SUM, nullptr));
+  ASSERT_OK(starling_allreduce(ctx, &x.t, &x.t, STARLING_SUM, nullptr));
+  ExpectSameBytes(x, "allreduce after the wrong out");
+}
+
 TEST_F(GpuOps, PairGossipAndLocalAllreduce) {
   for (Kind k : {Kind::kF32, Kind::kBF16, Kind::kI32}) {
     for (size_t n : SizesAroundChunks(k)) {
