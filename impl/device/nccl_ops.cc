@@ -595,28 +595,9 @@ class AlltoallOp : public NcclOp {
 
   void Prepare(runtime::Context& context) override {
     if (!varying_) return AgreeOnCall(context);
-    const int n = context.size();
     ops::Signature sig = Signature();
     sig.seq = ops::NextSequence(context, sig.kind);
-    std::vector<int64_t> mine(send_);  // [send 0..n-1][recv 0..n-1]
-    mine.insert(mine.end(), recv_.begin(), recv_.end());
-    const size_t bytes = mine.size() * sizeof(int64_t);
-    ops::Exchange ex(context, transport::Channel::kCollective, Label());
-    const std::vector<const char*> all = ops::DisseminationGather(context, ops::WorldGroup(context), sig,
-                                                                  mine.data(), bytes, ex);
-    auto count = [&](int rank, size_t index) {
-      int64_t value;
-      std::memcpy(&value, all[static_cast<size_t>(rank)] + index * sizeof(int64_t), sizeof value);
-      return value;
-    };
-    for (int q = 0; q < n; ++q) {
-      for (int r = 0; r < n; ++r) {
-        const int64_t sends = count(q, static_cast<size_t>(r)), expects = count(r, static_cast<size_t>(n + q));
-        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", q, " sends ", sends,
-                       " elements to rank ", r, ", which expects ", expects,
-                       " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
-      }
-    }
+    ops::AgreeOnAlltoallCounts(context, ops::WorldGroup(context), sig, send_, recv_, Describe(), Label());
   }
 
   void Enqueue(runtime::Context& context) override {

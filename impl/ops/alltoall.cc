@@ -62,25 +62,7 @@ class AlltoallOp : public runtime::Op {
                     all[static_cast<size_t>(q)] + static_cast<size_t>(me) * block, block);
       return;
     }
-    // Every rank's counts: [send 0..n-1][recv 0..n-1].
-    std::vector<int64_t> mine(send_);
-    mine.insert(mine.end(), recv_.begin(), recv_.end());
-    const size_t bytes = mine.size() * sizeof(int64_t);
-    std::vector<std::vector<int64_t>> all(static_cast<size_t>(n), std::vector<int64_t>(2 * static_cast<size_t>(n)));
-    {
-      Exchange ex(context, transport::Channel::kCollective, Label());
-      const std::vector<const char*> gathered = DisseminationGather(context, group, sig, mine.data(), bytes, ex);
-      for (int q = 0; q < n; ++q) std::memcpy(all[static_cast<size_t>(q)].data(), gathered[static_cast<size_t>(q)], bytes);
-    }
-    for (int q = 0; q < n; ++q) {
-      for (int r = 0; r < n; ++r) {
-        const int64_t sends = all[static_cast<size_t>(q)][static_cast<size_t>(r)];
-        const int64_t expects = all[static_cast<size_t>(r)][static_cast<size_t>(n + q)];
-        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", q, " sends ", sends,
-                       " elements to rank ", r, ", which expects ", expects,
-                       " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
-      }
-    }
+    AgreeOnAlltoallCounts(context, group, sig, send_, recv_, Describe(), Label());
     std::vector<size_t> send_at(static_cast<size_t>(n) + 1, 0), recv_at(static_cast<size_t>(n) + 1, 0);
     for (int q = 0; q < n; ++q) {
       send_at[q + 1] = send_at[q] + static_cast<size_t>(send_[static_cast<size_t>(q)]) * elem;
@@ -125,6 +107,29 @@ std::vector<int64_t> CopyCounts(const int64_t* counts, int n, size_t numel, cons
 }
 
 }  // namespace
+
+void AgreeOnAlltoallCounts(runtime::Context& context, const Group& group, const Signature& sig,
+                           const std::vector<int64_t>& send, const std::vector<int64_t>& recv,
+                           const std::string& what, const LazyText& label) {
+  const int n = group.size();
+  std::vector<int64_t> mine(send);  // [send 0..n-1][recv 0..n-1]
+  mine.insert(mine.end(), recv.begin(), recv.end());
+  const size_t bytes = mine.size() * sizeof(int64_t);
+  Exchange ex(context, transport::Channel::kCollective, label);
+  const std::vector<const char*> all = DisseminationGather(context, group, sig, mine.data(), bytes, ex);
+  auto count = [&](int rank, int index) {
+    int64_t value;
+    std::memcpy(&value, all[static_cast<size_t>(rank)] + static_cast<size_t>(index) * sizeof value, sizeof value);
+    return value;
+  };
+  for (int q = 0; q < n; ++q) {
+    for (int r = 0; r < n; ++r) {
+      const int64_t sends = count(q, r), expects = count(r, n + q);
+      STARLING_CHECK(sends == expects, Code::kMismatch, what, ": rank ", q, " sends ", sends, " elements to rank ", r,
+                     ", which expects ", expects, " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
+    }
+  }
+}
 
 std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
                                           const TensorView& out, const int64_t* send_counts,

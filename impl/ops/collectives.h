@@ -39,6 +39,13 @@ uint32_t HashBlockCounts(const std::vector<int64_t>& counts);
 std::unique_ptr<runtime::Op> MakeAlltoall(const runtime::Context& context, const TensorView& in,
                                           const TensorView& out, const int64_t* send_counts,
                                           const int64_t* recv_counts, std::string name);
+// Alltoall with per-rank counts: gathers every member's send and receive counts by
+// dissemination (which is also the call's agreement under `sig`) and checks every pair,
+// so a count one rank sends but its peer does not expect fails on every member, naming
+// both (`what` opens the message). Used by the CPU and NCCL paths alike.
+void AgreeOnAlltoallCounts(runtime::Context& context, const Group& group, const Signature& sig,
+                           const std::vector<int64_t>& send, const std::vector<int64_t>& recv,
+                           const std::string& what, const LazyText& label);
 // starling_probe_peers: latency and throughput to every rank, written by rank into
 // latency / throughput (each NULL or room for size() entries) and kept in the peer stats.
 std::unique_ptr<runtime::Op> MakeProbePeers(const runtime::Context& context, int repetitions, uint64_t bulk_bytes,

@@ -490,10 +490,12 @@ int NcclCalls(const char* fn) {
   return it == reg.calls.end() ? 0 : it->second;
 }
 
-int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
+namespace {
+int PostReduction(const char* fn, OpType type, const void* send, void* recv, size_t count, int dtype, int op,
+                  void* comm, void* stream) {
   Op o;
-  o.fn = "nccl_all_reduce";
-  o.type = OpType::kAllReduce;
+  o.fn = fn;
+  o.type = type;
   o.send = send;
   o.recv = recv;
   o.count = count;
@@ -501,17 +503,14 @@ int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op,
   o.op = op;
   return Post(std::move(o), comm, stream);
 }
+}  // namespace
+
+int NcclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
+  return PostReduction("nccl_all_reduce", OpType::kAllReduce, send, recv, count, dtype, op, comm, stream);
+}
 
 int NcclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op, void* comm, void* stream) {
-  Op o;
-  o.fn = "nccl_reduce_scatter";
-  o.type = OpType::kReduceScatter;
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.dtype = dtype;
-  o.op = op;
-  return Post(std::move(o), comm, stream);
+  return PostReduction("nccl_reduce_scatter", OpType::kReduceScatter, send, recv, count, dtype, op, comm, stream);
 }
 
 int NcclBroadcast(const void* send, void* recv, size_t bytes, int root, void* comm, void* stream) {
