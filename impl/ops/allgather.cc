@@ -1,7 +1,9 @@
 // allgather with first dimensions that may differ between ranks. Phase 1 (Bruck, in
 // ceil(log2 p) rounds): every rank learns every rank's first dimension and output size
 // and checks that everyone agrees; small blocks ride along with this metadata. Phase
-// 2 (ring, p - 1 steps): the remaining blocks stream straight into the output.
+// 2 (ring, p - 1 steps): the remaining blocks stream straight into the output. When
+// every rank of the context shares one host, phase 1 is a round on the board
+// (agree.h), which carries blocks up to a slot's size.
 #include <cstring>
 #include <vector>
 
@@ -96,6 +98,8 @@ class AllgatherOp : public runtime::Op {
   std::vector<GatherBlock> GatherMetadata(runtime::Context& context, Exchange& ex, const Signature& sig) {
     const int p = context.size();
     const int r = context.rank();
+    std::vector<GatherBlock> on_board;
+    if (GatherOnBoard(context, sig, &on_board)) return on_board;
     Agreement agreement(r, sig);
     std::vector<GatherBlock> window;
     window.reserve(p);
@@ -145,6 +149,37 @@ class AllgatherOp : public runtime::Op {
       by_rank[q] = window[i];
     }
     return by_rank;
+  }
+
+  // Every rank of the context on one host: one round on the board (agree.h) carries
+  // every rank's metadata and, when they fit a slot, its rows. False when the board
+  // does not serve this context.
+  bool GatherOnBoard(runtime::Context& context, const Signature& sig, std::vector<GatherBlock>* by_rank) {
+    const size_t meta = sizeof(GatherMeta);
+    const int p = context.size();
+    GatherMeta own{context.rank(), 0, in_.first_dim(), gather_ ? out_.first_dim() : 0};
+    own.has_data = gather_ && in_.bytes <= transport::shm::Board::kCapacity - meta ? 1 : 0;
+    const size_t bytes = meta + (own.has_data ? in_.bytes : 0);
+    runtime::ScratchPool::Buffer packed = context.scratch().Get(bytes);
+    std::memcpy(packed.data(), &own, meta);
+    if (own.has_data && in_.bytes > 0) std::memcpy(packed.data() + meta, in_.data, in_.bytes);
+    std::vector<Posted> posted;
+    if (!BoardRound(context, WorldGroup(context), sig, packed.data(), bytes, Label(), &posted)) return false;
+    by_rank->resize(static_cast<size_t>(p));
+    for (int q = 0; q < p; ++q) {
+      const Posted& x = posted[static_cast<size_t>(q)];
+      GatherMeta m{};
+      if (x.data != nullptr && x.bytes >= meta) std::memcpy(&m, x.data, meta);
+      uint64_t rows = 0;
+      const bool ok = x.data != nullptr && x.bytes >= meta && m.rank == q && m.first_dim >= 0 &&
+                      (m.has_data == 0 || m.has_data == 1) &&
+                      MulFits(static_cast<uint64_t>(m.first_dim), static_cast<uint64_t>(in_.row_bytes()), &rows) &&
+                      x.bytes == meta + (m.has_data ? rows : 0);
+      STARLING_CHECK(ok, Code::kMismatch, Describe(), ": rank ", q, " posted inconsistent metadata (", x.bytes,
+                     " bytes)");
+      (*by_rank)[static_cast<size_t>(q)] = GatherBlock{m, m.has_data ? x.data + meta : nullptr};
+    }
+    return true;
   }
 
   TensorView in_;

@@ -3,7 +3,9 @@
 // always noticed); the data spreads like a binomial tree. Large tensors: an agreement
 // round, then either a binomial tree of whole messages (ceil(log2 n) hops), or, when
 // the tensor is long enough to fill the pipeline, a chain from the root in which each
-// member forwards every chunk the moment it lands, so all links stream at once.
+// member forwards every chunk the moment it lands, so all links stream at once. When
+// every rank of the context shares one host, the first step is a round on the board
+// (agree.h) instead, which carries the data itself up to a slot's size.
 #include <cstring>
 
 #include "impl/ops/agree.h"
@@ -114,17 +116,32 @@ void RunBroadcast(runtime::Context& context, const Group& group, const TensorVie
   sig.chunk = static_cast<uint32_t>(context.config().chunk_bytes);
   if (group.index == root_index && out.data != in.data && in.bytes > 0) std::memcpy(out.data, in.data, in.bytes);
   if (group.size() == 1) return;
-  if (out.bytes <= kDisseminationMaxBytes) {
+  // Every rank of the context on one host: the root posts the data on the board (or,
+  // when it is too large for a slot, only the signature: the round is the agreement).
+  const bool root = group.index == root_index;
+  const bool fits = out.bytes <= transport::shm::Board::kCapacity;
+  const void* post = root && fits ? (out.data != nullptr ? out.data : static_cast<const void*>(&sig)) : nullptr;
+  std::vector<Posted> posted;
+  if (BoardRound(context, group, sig, post, out.bytes, what, &posted)) {
+    if (fits) {
+      const Posted& from = posted[static_cast<size_t>(root_index)];
+      STARLING_CHECK(from.data != nullptr && from.bytes == out.bytes, Code::kTransport,
+                     "the broadcast root posted ", from.bytes, " bytes where ", out.bytes, " were expected");
+      if (!root && out.bytes > 0) std::memcpy(out.data, from.data, out.bytes);
+      return;
+    }
+  } else if (out.bytes <= kDisseminationMaxBytes) {
     Disseminate(context, group, out, root_index, sig, what);
+    return;
   } else {
     Agree(context, group, sig, what);
-    // A chain needs about n - 1 chunks in flight before every link is busy.
-    const size_t chunk = context.config().chunk_bytes;
-    if (group.size() > 2 && out.bytes <= chunk * static_cast<size_t>(group.size() - 1)) {
-      Binomial(context, group, out, root_index, what);
-    } else {
-      Chain(context, group, out, root_index, what);
-    }
+  }
+  // A chain needs about n - 1 chunks in flight before every link is busy.
+  const size_t chunk = context.config().chunk_bytes;
+  if (group.size() > 2 && out.bytes <= chunk * static_cast<size_t>(group.size() - 1)) {
+    Binomial(context, group, out, root_index, what);
+  } else {
+    Chain(context, group, out, root_index, what);
   }
 }
 

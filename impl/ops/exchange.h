@@ -27,6 +27,7 @@ class Exchange {
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
+  const LazyText& what() const { return what_; }
 
   // --- frames: a header and a payload of header.payload_bytes (any size) ---
   void SendFrame(int peer, const Header& header, const void* payload);

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "impl/runtime/engine.h"
+
 namespace starling::ops {
 namespace {
 
@@ -24,14 +26,20 @@ SharedWait::SharedWait(runtime::Context& context, const LazyText& what, uint64_t
     : context_(context), monitor_(context, what, sequence), ranks_(std::move(ranks)), doing_(doing) {
   policy.spin_seconds = context.config().spin_microseconds * 1e-6;
   policy.slice_seconds = 0.001;  // abort and the deadlines are looked at every millisecond
+  // As every wait for peers (Exchange::Wait): off the application's thread, or where
+  // this job's ranks outnumber the host's cores, the spin yields its core.
+  policy.yield = context.layout().host_oversubscribed || runtime::Engine::OnProgressThread();
   check = [this] {
     monitor_.CheckAborted();
     context_.ServiceBackground();
     monitor_.Check([this] {
       runtime::Awaited a;
       a.ranks = ranks_;
+      if (a.ranks.empty())  // every other rank
+        for (int r = 0; r < context_.size(); ++r)
+          if (r != context_.rank()) a.ranks.insert(r);
       std::string list;
-      for (int r : ranks_) list += Str(list.empty() ? "" : ", ", r);
+      for (int r : a.ranks) list += Str(list.empty() ? "" : ", ", r);
       a.text = Str("rank(s) ", list, " (", doing_, ")");
       return a;
     });

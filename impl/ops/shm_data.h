@@ -26,7 +26,8 @@ struct Published {
 
 // The checks of every wait for peers (abort, STARLING_TIMEOUT_SECONDS, a gone peer,
 // stall warnings), for a wait on shared-memory counters. `sequence`: the operation's
-// number when it is a numbered collective, else 0 (see WaitMonitor).
+// number when it is a numbered collective, else 0 (see WaitMonitor). `ranks`: those
+// waited for; empty: every other rank of the context (nothing to build on the fast path).
 class SharedWait {
  public:
   SharedWait(runtime::Context& context, const LazyText& what, uint64_t sequence, std::set<int> ranks,

@@ -185,11 +185,14 @@ bool Agreement::Check(const Header& header) {
   return !poisoned_;
 }
 
-void Agreement::ThrowIfPoisoned() const {
-  if (!poisoned_) return;
-  Fail(Code::kMismatch, "ranks disagree: rank ", culprit_a_, " called ", DescribeSignature(sig_a_), " while rank ",
-       culprit_b_, " called ", DescribeSignature(sig_b_),
+void ThrowDisagreement(int rank_a, const Signature& a, int rank_b, const Signature& b) {
+  Fail(Code::kMismatch, "ranks disagree: rank ", rank_a, " called ", DescribeSignature(a), " while rank ", rank_b,
+       " called ", DescribeSignature(b),
        "; every rank must make the same collective calls, in the same order, with matching tensors");
+}
+
+void Agreement::ThrowIfPoisoned() const {
+  if (poisoned_) ThrowDisagreement(culprit_a_, sig_a_, culprit_b_, sig_b_);
 }
 
 }  // namespace starling::ops

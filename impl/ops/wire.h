@@ -111,6 +111,9 @@ std::string ValidateFrameHeader(const void* message, size_t length, Header* head
 // apart from its table.
 uint64_t FrameTrailerBytes(const Header& header);
 
+// Throws Error(kMismatch): rank_a called `a` while rank_b called `b`.
+[[noreturn]] void ThrowDisagreement(int rank_a, const Signature& a, int rank_b, const Signature& b);
+
 // Tracks whether this rank has seen (directly or through poisoned headers) a
 // disagreement in the current operation.
 class Agreement {

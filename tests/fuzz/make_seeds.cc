@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <starling/starling.h>
 
 #include "capi_recipe.h"
+#include "impl/transport/shm/board.h"
 #include "impl/transport/shm/mailbox.h"
 #include "impl/windows/slots.h"
 #include "impl/windows/protocol.h"
@@ -259,6 +261,36 @@ void MailboxSeeds() {
   }
 }
 
+// ---- board: a peer's board after real rounds between two boards (two threads): the
+// start of its region, then its slot 1 and slot 2 headers (fuzz_board.cc's layout).
+void BoardSeeds() {
+  using starling::transport::shm::Board;
+  for (int rounds : {1, 2, 5}) {
+    std::vector<std::vector<char>> regions(2, std::vector<char>(Board::SegmentBytes() + 128, 0));
+    std::vector<char*> bases;
+    for (auto& r : regions) {
+      char* base = r.data() + (128 - reinterpret_cast<uintptr_t>(r.data()) % 128) % 128;
+      Board::Format(base);
+      bases.push_back(base);
+    }
+    auto run = [&](int rank) {
+      Board board(rank, bases);
+      starling::transport::shm::WaitPolicy policy;
+      policy.timeout_seconds = 10;
+      unsigned char tag[Board::kTagBytes] = {};
+      const char payload[24] = {1, 2, 3};
+      for (int k = 0; k < rounds; ++k) board.Round(tag, k % 2 ? nullptr : payload, sizeof payload, policy, nullptr);
+    };
+    std::thread other(run, 1);
+    run(0);
+    other.join();
+    const char* peer = bases[1];
+    std::vector<char> seed(peer, peer + 512);
+    for (uint32_t s = 1; s <= 2; ++s) seed.insert(seed.end(), peer + Board::SlotOffset(s), peer + Board::SlotOffset(s) + 128);
+    Write("board", "rounds" + std::to_string(rounds), seed);
+  }
+}
+
 // ---- window_slots: window id, origin, tensor bytes (2 bytes), then the payload of a
 // real shared slot area (made in a temporary directory standing in for /dev/shm).
 void WindowSlotsSeeds() {
@@ -301,6 +333,7 @@ int main(int argc, char** argv) {
   TensorSeeds();
   CapiSeeds();
   MailboxSeeds();
+  BoardSeeds();
   WindowSeeds();
   WindowSlotsSeeds();
   return 0;

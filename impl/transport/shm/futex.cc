@@ -1,5 +1,7 @@
 #include "impl/transport/shm/futex.h"
 
+#include <sched.h>
+
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -62,10 +64,13 @@ uint32_t WaitUntil(SharedCounter& counter, const std::function<bool(uint32_t)>& 
   uint32_t value = counter.value.load(std::memory_order_acquire);
   if (done(value)) return value;
   const SlicedWait wait(policy, check, what);
-  while (wait.Spinning()) {
-    CpuRelax();
+  // The clock is read every 8 polls: a poll stays a load, not a system clock read.
+  for (unsigned polls = 1;; ++polls) {
+    if (policy.yield) sched_yield();
+    else CpuRelax();
     value = counter.value.load(std::memory_order_acquire);
     if (done(value)) return value;
+    if (polls % 8 == 0 && !wait.Spinning()) break;
   }
   for (;;) {
     const double slice = wait.NextSleep();

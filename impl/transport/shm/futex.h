@@ -33,6 +33,9 @@ struct WaitPolicy {
   double spin_seconds = 50e-6;   // busy-polls this long before the first sleep
   double slice_seconds = 0.01;   // longest single sleep: `check` runs between slices
   double timeout_seconds = 0.0;  // 0: no limit; else Error(kTimeout) after this long
+  // Gives the core away (sched_yield) between polls of the spin: where ranks outnumber
+  // cores, the peer awaited may need this very core.
+  bool yield = false;
 };
 
 // Busy-wait hint to the CPU (frees the core's resources for its sibling thread).

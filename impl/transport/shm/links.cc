@@ -38,13 +38,22 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
   auto links = std::make_shared<NeighborLinks>();
   links->peers_.resize(static_cast<size_t>(n));
 
-  // 1. This rank's outbox, if it has a peer to share it with.
+  // 1. This rank's outbox, if it has a peer to share it with; and its board when every
+  // rank is on this host (a pair is linked only if both have both).
+  const bool one_host = group.size() == static_cast<size_t>(n);
+  std::vector<Segment> boards(one_host ? static_cast<size_t>(n) : 0);
   LinkCreated mine{0, NewNonce()};
   if (in.enabled && in.capacity > 0 && !on.empty()) {
     try {
       links->own_ = Outbox::Create(SegmentName(in.job, "nbr", in.rank, mine.nonce),
                                    static_cast<uint32_t>(group.size() - 1), static_cast<uint32_t>(on.size()),
                                    in.capacity, in.segment);
+      if (one_host) {
+        Segment& board = boards[static_cast<size_t>(in.rank)];
+        board = Segment::Create(SegmentName(in.job, "brd", in.rank, mine.nonce), Board::SegmentBytes(),
+                                static_cast<uint32_t>(on.size()), in.segment);
+        Board::Format(board.payload());
+      }
       mine.ok = 1;
     } catch (const std::exception& e) {
       *why = Str("rank ", in.rank, " cannot create its outbox: ", e.what());
@@ -61,6 +70,11 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
       Outbox box = Outbox::Open(SegmentName(in.job, "nbr", p, created[p].nonce), in.segment);
       STARLING_CHECK(box.readers() == group.size() - 1, Code::kTransport, "rank ", p, "'s outbox has ",
                      box.readers(), " readers, ", group.size() - 1, " expected");
+      if (one_host) {
+        Segment board = Segment::Open(SegmentName(in.job, "brd", p, created[p].nonce), in.segment);
+        Board::Validate(board.payload(), board.payload_bytes(), board.name());
+        boards[static_cast<size_t>(p)] = std::move(board);
+      }
       links->peers_[p].box = std::move(box);
       mapped[IndexIn(group, p)] = 1;
     } catch (const std::exception& e) {
@@ -70,6 +84,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
   std::vector<unsigned char> all(widest * static_cast<size_t>(n));
   in.allgather(mapped.data(), widest, all.data());
   links->own_.Unlink();  // every peer had its chance (the last to map removed it already)
+  if (one_host && boards[static_cast<size_t>(in.rank)].valid()) boards[static_cast<size_t>(in.rank)].Unlink();
 
   // 3. A pair is linked when both mapped each other's outbox: the same verdict on both.
   bool any = false;
@@ -86,6 +101,12 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
     any = true;
   }
   if (!any) return nullptr;
+  // 4. The board: every rank knows every pair's verdict from `all`.
+  bool everyone = one_host;
+  for (int p = 0; p < n && everyone; ++p)
+    for (int q = 0; q < n && everyone; ++q)
+      everyone = p == q || all[widest * static_cast<size_t>(p) + IndexIn(group, q)];
+  if (everyone) links->board_ = std::make_unique<Board>(in.rank, std::move(boards));
   links->job_ = in.job;
   links->rank_ = in.rank;
   links->nonce_ = mine.nonce;

@@ -3,6 +3,8 @@
 // when the context is created, right after the probe (probe.h), with two small
 // collective exchanges; a pair is linked only when both of its ranks mapped each
 // other's outbox, so both sides of every pair agree without a further message.
+// When every rank of the context is on one host and every pair is linked, the ranks
+// also share a board (board.h) for the classic collectives.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/transport/shm/board.h"
 #include "impl/transport/shm/outbox.h"
 #include "impl/transport/shm/probe.h"
 
@@ -37,6 +40,9 @@ class NeighborLinks {
 
   bool linked(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer].linked; }
   Outbox& own() { return own_; }
+  // The context's board, or null: some rank is elsewhere, or some pair is not linked
+  // (the same answer on every rank).
+  Board* board() const { return board_.get(); }
   // `peer`'s reader index in this rank's outbox.
   uint32_t reader_index(int peer) const { return peers_[peer].their_index; }
   // `peer`'s outbox, and this rank's reader index in it.
@@ -58,6 +64,7 @@ class NeighborLinks {
     uint32_t nonce = 0;        // of the peer's outbox's name
   };
   Outbox own_;
+  std::unique_ptr<Board> board_;
   uint64_t job_ = 0;
   int rank_ = 0;
   uint32_t nonce_ = 0;  // of this rank's outbox's name

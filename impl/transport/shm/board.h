@@ -1,0 +1,90 @@
+// A context's board: where the ranks of a context that all share one host meet for the
+// agreement and small data of every classic collective, without a message. Each rank
+// owns a board segment with two counters and three slots; a round is: post this rank's
+// tag (the operation's signature) and data in a slot, announce it, wait until every
+// peer announced the same round, then read their slots in place.
+//
+// Who may touch what, when (round r lives in slot r % 3 of every board):
+// - A rank writes its slot for round r only after every peer's `done` reached r - 3,
+//   the slot's previous round; `arrived` = r, stored with release ordering after the
+//   slot's bytes, is what peers acquire before reading them.
+// - `done` = r - 2 is stored when this rank starts round r: a caller may still use the
+//   data of the round before (two gathers in one operation), never older. So a writer
+//   at round r waits at most for a peer to start round r - 1, which it already did
+//   (this rank could not have finished round r - 1 otherwise): the wait is short and
+//   can never deadlock.
+// - A peer cannot run two rounds ahead of this rank (round r + 1 needs this rank's
+//   arrival), so a peer's slot for round r still holds round r while this rank reads.
+//
+// A peer's slot header is copied and checked before use (its round, its length): a
+// corrupted segment is Error(kTransport), never an out-of-bounds read. Rounds run one
+// at a time (a context's operations do).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "impl/transport/shm/futex.h"
+#include "impl/transport/shm/segment.h"
+
+namespace starling::transport::shm {
+
+class Board {
+ public:
+  static constexpr uint32_t kSlots = 3;
+  static constexpr size_t kCapacity = 64 << 10;  // data bytes per slot
+  static constexpr size_t kTagBytes = 64;        // the caller's description of a round
+  // Payload bytes of a board segment.
+  static size_t SegmentBytes();
+  // Where slot s's header starts in a board's payload (the fuzzer writes there).
+  static size_t SlotOffset(uint32_t slot);
+  // Lays out a board in SegmentBytes() of fresh memory (the owner, before any peer
+  // maps it).
+  static void Format(void* payload);
+  // Checks a peer's board of `bytes` bytes (Error(kTransport) naming `name` if it is
+  // not one).
+  static void Validate(const void* payload, size_t bytes, const std::string& name);
+
+  // `segments` by rank: this rank's own (formatted) and every peer's (validated). Every
+  // rank of the context takes part in every round.
+  Board(int rank, std::vector<Segment> segments);
+  // The same over memory the caller keeps mapped (tests, the fuzzer): SegmentBytes()
+  // per rank.
+  Board(int rank, std::vector<char*> payloads);
+
+  struct Entry {
+    const unsigned char* tag;  // kTagBytes, a copy taken after the checks
+    const char* data;          // nullptr when the rank posted none
+    uint64_t bytes;
+  };
+  // One round: posts `tag` (kTagBytes) and, when `data` is not null, `bytes` <= kCapacity
+  // of data, then returns every rank's entry, by rank (valid until the next round). The
+  // data pointers stay valid until this rank starts its second round after this one. `check` runs between the
+  // sleeps of every wait and may end it by throwing (abort, a gone peer, a deadline).
+  const std::vector<Entry>& Round(const void* tag, const void* data, uint64_t bytes, const WaitPolicy& policy,
+                           const std::function<void()>& check);
+
+  int size() const { return static_cast<int>(bases_.size()); }
+
+ private:
+  struct Control;
+  struct SlotHeader;
+  static std::vector<char*> Payloads(const std::vector<Segment>& segments);
+  Board(int rank, std::vector<char*>&& payloads, std::vector<Segment>&& segments);
+  Control& control(int rank) const;
+  SlotHeader& slot_header(int rank, uint64_t count) const;
+  char* slot_data(int rank, uint64_t count) const;
+
+  int rank_ = 0;
+  std::vector<Segment> segments_;  // empty when the caller keeps the memory
+  std::vector<char*> bases_;       // each rank's payload
+  uint64_t count_ = 0;  // rounds run
+  // Copies of the peers' slot headers of the last round (their tags, as checked).
+  std::vector<std::vector<unsigned char>> tags_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace starling::transport::shm
