@@ -45,9 +45,15 @@ bool BoardRound(runtime::Context& context, const Group& group, const Signature& 
   }
   by_position->clear();
   by_position->reserve(group.ranks.size());
+  transport::Traffic* traffic = context.transport().traffic();
   for (int r : group.ranks) {
     const Board::Entry& e = entries[static_cast<size_t>(r)];
     by_position->push_back(Posted{e.data, e.bytes});
+    // As the neighbor path counts: what this rank posted, for every peer, and what each
+    // peer posted for it.
+    if (traffic == nullptr || r == context.rank()) continue;
+    if (data != nullptr) traffic->SentShared(r, bytes);
+    if (e.data != nullptr) traffic->ReceivedShared(r, e.bytes);
   }
   return true;
 }

@@ -23,7 +23,6 @@ struct BoardHeader {
 
 struct Board::Control {
   SharedCounter arrived;  // the last round whose slot this rank filled (32-bit, wraps)
-  SharedCounter done;     // rounds whose data this rank no longer reads: through this one
 };
 
 struct alignas(kLine) Board::SlotHeader {
@@ -36,9 +35,10 @@ struct alignas(kLine) Board::SlotHeader {
 namespace {
 
 constexpr size_t kControlOffset = kLine;
-constexpr size_t kSlotsOffset = kControlOffset + 2 * sizeof(SharedCounter);
-constexpr size_t kSlotStride = kLine + Board::kCapacity;
+constexpr size_t kSlotsOffset = kControlOffset + sizeof(SharedCounter);
+constexpr size_t kSlotStride = kLine + (Board::kCapacity + kLine - 1) / kLine * kLine;  // slots on whole lines
 static_assert(kLine >= 2 * sizeof(uint64_t) + Board::kTagBytes, "a slot header fits its line");
+static_assert(kSlotsOffset % kLine == 0 && kSlotStride % kLine == 0, "slot headers start on whole lines");
 
 }  // namespace
 
@@ -110,15 +110,6 @@ const std::vector<Board::Entry>& Board::Round(const void* tag, const void* data,
   const uint64_t count = ++count_;
   const uint32_t round = static_cast<uint32_t>(count);
   const int n = size();
-  if (count > 2) Set(control(rank_).done, static_cast<uint32_t>(count - 2));
-  if (count > kSlots) {
-    const uint32_t previous = static_cast<uint32_t>(count - kSlots);
-    for (int p = 0; p < n; ++p) {
-      if (p == rank_) continue;
-      WaitUntil(control(p).done, [previous](uint32_t v) { return AtOrAfter(v, previous); }, policy, check,
-                "a peer to finish reading a shared-memory board slot");
-    }
-  }
   SlotHeader& mine = slot_header(rank_, count);
   std::memcpy(mine.tag, tag, kTagBytes);
   mine.has_data = data != nullptr ? 1 : 0;

@@ -1,20 +1,18 @@
 // A context's board: where the ranks of a context that all share one host meet for the
 // agreement and small data of every classic collective, without a message. Each rank
-// owns a board segment with two counters and three slots; a round is: post this rank's
+// owns a board segment with a counter and three slots; a round is: post this rank's
 // tag (the operation's signature) and data in a slot, announce it, wait until every
 // peer announced the same round, then read their slots in place.
 //
 // Who may touch what, when (round r lives in slot r % 3 of every board):
-// - A rank writes its slot for round r only after every peer's `done` reached r - 3,
-//   the slot's previous round; `arrived` = r, stored with release ordering after the
-//   slot's bytes, is what peers acquire before reading them.
-// - `done` = r - 2 is stored when this rank starts round r: a caller may still use the
-//   data of the round before (two gathers in one operation), never older. So a writer
-//   at round r waits at most for a peer to start round r - 1, which it already did
-//   (this rank could not have finished round r - 1 otherwise): the wait is short and
-//   can never deadlock.
-// - A peer cannot run two rounds ahead of this rank (round r + 1 needs this rank's
-//   arrival), so a peer's slot for round r still holds round r while this rank reads.
+// - A rank writes its slot, then stores `arrived` = r with release ordering; peers
+//   acquire `arrived` before they read the slot.
+// - Every round waits for every rank's arrival, so no rank is ever more than one round
+//   ahead of another: while this rank is in round r, a peer writes at most round
+//   r + 1, into slot (r + 1) % 3, never the slots of rounds r and r - 1. So a caller
+//   may still read the data of the round before (two gathers in one operation), and a
+//   slot is rewritten only once every rank has started the round after next: no copy
+//   is torn, no writer ever waits.
 //
 // A peer's slot header is copied and checked before use (its round, its length): a
 // corrupted segment is Error(kTransport), never an out-of-bounds read. Rounds run one
@@ -35,7 +33,9 @@ namespace starling::transport::shm {
 class Board {
  public:
   static constexpr uint32_t kSlots = 3;
-  static constexpr size_t kCapacity = 64 << 10;  // data bytes per slot
+  // Data bytes per slot: 64 KiB, and room for the metadata a collective may post with
+  // it (allgather's block of 64 KiB fits).
+  static constexpr size_t kCapacity = (64 << 10) + 64;
   static constexpr size_t kTagBytes = 64;        // the caller's description of a round
   // Payload bytes of a board segment.
   static size_t SegmentBytes();
@@ -62,10 +62,11 @@ class Board {
   };
   // One round: posts `tag` (kTagBytes) and, when `data` is not null, `bytes` <= kCapacity
   // of data, then returns every rank's entry, by rank (valid until the next round). The
-  // data pointers stay valid until this rank starts its second round after this one. `check` runs between the
-  // sleeps of every wait and may end it by throwing (abort, a gone peer, a deadline).
+  // data pointers stay valid until this rank starts its second round after this one.
+  // `check` runs between the sleeps of every wait and may end it by throwing (abort, a
+  // gone peer, a deadline).
   const std::vector<Entry>& Round(const void* tag, const void* data, uint64_t bytes, const WaitPolicy& policy,
-                           const std::function<void()>& check);
+                                  const std::function<void()>& check);
 
   int size() const { return static_cast<int>(bases_.size()); }
 
