@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "impl/ops/shm_data.h"
+#include "impl/transport/order.h"
 
 namespace starling::ops {
 namespace {
@@ -30,7 +31,9 @@ bool BoardRound(runtime::Context& context, const Group& group, const Signature& 
   unsigned char tag[Board::kTagBytes] = {};
   std::memcpy(tag, &signature, sizeof signature);
   SharedWait wait(context, what, signature.seq, {}, "not heard from");  // {}: every other rank
+  transport::OrderBeforePublish();  // the round stands in for messages (transport/order.h)
   const std::vector<Board::Entry>& entries = links->board()->Round(tag, data, bytes, wait.policy, wait.check);
+  transport::OrderAfterObserve();
   // Every member compares every member's signature with the first member's, so all
   // throw the same error naming the same two ranks.
   auto sig_of = [&](int rank) {

@@ -1,4 +1,5 @@
 #include "impl/transport/mpi/mpi_transport.h"
+#include "impl/transport/order.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -101,6 +102,9 @@ struct IgnoreMpiAccesses {
 #endif
 
 }  // namespace
+
+void OrderBeforePublish() { BeforeSend(); }
+void OrderAfterObserve() { AfterCompletion(); }
 
 std::string MpiErrorText(const char* call, int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
