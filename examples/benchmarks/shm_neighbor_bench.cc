@@ -3,16 +3,19 @@
 //   neighbor        starling_neighbor_allreduce, uniform weights
 //   win_put         starling_window_put to every out-neighbor + starling_window_update
 //   win_accumulate  starling_window_accumulate to every out-neighbor
+//   win_get         starling_window_get from every in-neighbor
 //   pair_gossip     starling_pair_gossip with rank ^ 1, weights 0.5 and 0.5 (even sizes)
 // each through shared memory, or through MPI with STARLING_SHM=0, against:
 //   raw_mpi   MPI_Irecv from each in-neighbor, MPI_Isend to each out-neighbor,
 //             MPI_Waitall, then the same combine in one pass (the MPI path's floor;
-//             win_put sends what its previous average wrote, as put + update does)
+//             win_put sends what its previous average wrote, as put + update does;
+//             win_get: the exchange alone, no combine)
 //   memcpy    one copy of the tensor (what publishing it costs)
 //   local     the same combine with every input in local memory (the local limit):
 //             neighbor: out = (x + y) / 2; win_put: a copy per out-neighbor (the
 //             puts) and the average over the in-neighbors' inputs (the update);
-//             win_accumulate: acc += x per out-neighbor
+//             win_accumulate: acc += x per out-neighbor; win_get: a copy per
+//             in-neighbor
 // --require-mutex 1: the window operations under the window mutex (push-sum's way).
 // Prints microseconds per call (median of blocks) and the ratios. Run it with
 // STARLING_SHM=1 and =0 (examples/benchmarks/shm_neighbor_bench.sh does both):
@@ -91,8 +94,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--op") == 0) op = argv[i + 1];
     if (std::strcmp(argv[i], "--require-mutex") == 0) require_mutex = std::atoi(argv[i + 1]);
   }
-  if (op != "neighbor" && op != "win_put" && op != "win_accumulate" && op != "pair_gossip") {
-    std::fprintf(stderr, "--op must be neighbor, win_put, win_accumulate or pair_gossip, not %s\n", op.c_str());
+  if (op != "neighbor" && op != "win_put" && op != "win_accumulate" && op != "win_get" && op != "pair_gossip") {
+    std::fprintf(stderr, "--op must be neighbor, win_put, win_accumulate, win_get or pair_gossip, not %s\n",
+                 op.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   starling_context_t ctx;
@@ -137,9 +141,9 @@ int main(int argc, char** argv) {
     to = tx;
     to.data = result.data();
     const float w = 1.0f / static_cast<float>(nin + 1);
-    const bool put = op == "win_put", accumulate = op == "win_accumulate";
+    const bool put = op == "win_put", accumulate = op == "win_accumulate", get = op == "win_get";
     starling_window_t win = nullptr;
-    if (put || accumulate) Check(starling_window_create(ctx, &tx, "bench", 1, &win), "window_create");
+    if (put || accumulate || get) Check(starling_window_create(ctx, &tx, "bench", 1, &win), "window_create");
     std::vector<float> next(n, 1.0f + rank);  // raw win_put: the average it sends next
     starling_window_args_t wargs = STARLING_WINDOW_ARGS_INIT;
     wargs.require_mutex = require_mutex;
@@ -151,6 +155,8 @@ int main(int argc, char** argv) {
         Check(starling_window_update(win, &uargs), "window_update");
       } else if (accumulate) {
         Check(starling_window_accumulate(win, &tx, &wargs), "window_accumulate");
+      } else if (get) {
+        Check(starling_window_get(win, &wargs), "window_get");
       } else if (gossip) {
         Check(starling_pair_gossip(ctx, &tx, &to, rank ^ 1, 0.5, 0.5, nullptr), "pair_gossip");
       } else {
@@ -169,6 +175,7 @@ int main(int argc, char** argv) {
                   &reqs.back());
       }
       MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+      if (get) return;
       if (accumulate) {
         for (int j = 0; j < nin; ++j) {
           float* __restrict acc = result.data();
@@ -196,6 +203,10 @@ int main(int argc, char** argv) {
       float* __restrict o = result.data();
       const float* __restrict a = x.data();
       const float* __restrict b = y.data();
+      if (get) {  // one copy per source
+        for (int j = 0; j < nin; ++j) std::memcpy(recv[j].data(), a, bytes);
+        return;
+      }
       if (accumulate) {  // one addition per destination
         for (int d = 0; d < nout; ++d)
           for (size_t i = 0; i < n; ++i) o[i] += a[i];

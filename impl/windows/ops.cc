@@ -1,8 +1,11 @@
 #include "impl/windows/ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <iterator>
 #include <set>
+#include <thread>
 
 #include "impl/common/logging.h"
 #include "impl/ops/agree.h"
@@ -21,6 +24,7 @@ namespace {
 using transport::Channel;
 
 constexpr size_t kStageBelowBytes = size_t{1} << 20;  // see TransferOp::Write
+constexpr double kNoticeGraceSeconds = 0.01;  // see FailGone (as runtime/wait_monitor.cc)
 
 int32_t NameHash(const std::string& name) {
   uint32_t h = 2166136261u;
@@ -90,10 +94,16 @@ HolderChecks MakeHolderChecks(runtime::Context& context, const std::string& wind
   };
 }
 
-ReceivedCounter MakeReceivedCounter(runtime::Context& context) {
+PeerBytesCounter MakeSharedCounter(runtime::Context& context, bool received) {
   runtime::Context* ctx = &context;
-  return [ctx](int peer, uint64_t bytes) {
-    if (transport::Traffic* traffic = ctx->transport().traffic()) traffic->ReceivedShared(peer, bytes);
+  return [ctx, received](int peer, uint64_t bytes) {
+    transport::Traffic* traffic = ctx->transport().traffic();
+    if (!traffic) return;
+    if (received) {
+      traffic->ReceivedShared(peer, bytes);
+    } else {
+      traffic->SentShared(peer, bytes);
+    }
   };
 }
 
@@ -110,14 +120,27 @@ std::vector<int> SharedPeers(runtime::Context& context, const TensorView& tensor
 
 std::string SlotsPurpose(uint32_t id) { return Str("win", id); }
 
-// A write into a same-host target's memory succeeds whether the target lives or not:
-// after writing, each such target's process is looked at (a poll on a pidfd), so a dead
-// target is PEER_FAILED at once, as it is through messages.
-void FailIfTargetsExited(runtime::Context& context, const Window& window, const std::vector<int>& ranks) {
-  std::vector<int> gone;
-  for (int r : ranks)
-    if (window.TargetExited(r)) gone.push_back(r);
-  if (gone.empty()) return;
+// Ranks `gone` (same-host targets or sources) have exited: the others are told, the
+// context is broken, and the operation fails with PEER_FAILED naming them.
+[[noreturn]] void FailGone(runtime::Context& context, const std::vector<int>& gone) {
+  // What the ranks say comes first, as in any wait: another rank found the first
+  // failure (and the gone rank may have stopped at it and left), or the gone rank said
+  // why it left (an uncaught exception). As a wait does before probing, this listens
+  // for kNoticeGraceSeconds: a notice sent just before its sender exited is in flight.
+  std::string told;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kNoticeGraceSeconds);
+  for (;;) {
+    context.CheckUsable();  // another thread of this rank heard of a failure first
+    told = context.PollFailureNotice();
+    if (told.empty() && context.any_departure())
+      told = context.DepartureFailure(std::set<int>(gone.begin(), gone.end()), 0);
+    if (!told.empty() || std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!told.empty()) {
+    context.MarkBroken(told, Code::kPeerFailed, /*revoke=*/false);
+    throw Error(Code::kPeerFailed, told);
+  }
   const std::string message =
       Str(context.DescribeGone(gone), " gone (killed, crashed or exited without destroying its context)");
   // The survivors hear of it through the notice, not a revocation: revoking now, right
@@ -128,6 +151,16 @@ void FailIfTargetsExited(runtime::Context& context, const Window& window, const 
   context.NotifyPeerFailure(message, gone);
   context.MarkBroken(message, Code::kPeerFailed, /*revoke=*/false);
   throw Error(Code::kPeerFailed, message);
+}
+
+// A write into a same-host target's memory succeeds whether the target lives or not:
+// after writing, each such target's process is looked at (a poll on a pidfd), so a dead
+// target is PEER_FAILED at once, as it is through messages.
+void FailIfTargetsExited(runtime::Context& context, const Window& window, const std::vector<int>& ranks) {
+  std::vector<int> gone;
+  for (int r : ranks)
+    if (window.TargetExited(r)) gone.push_back(r);
+  if (!gone.empty()) FailGone(context, gone);
 }
 
 class CreateOp : public runtime::Op {
@@ -156,13 +189,16 @@ class CreateOp : public runtime::Op {
       const int rank = context.rank();
       const void* initial = zero_init_ ? nullptr : device_ ? initial_.data() : tensor_.data;
       // The slots of same-host in-neighbors go into a segment they map after the
-      // agreement below (so it exists by then).
+      // agreement below (so it exists by then); same-host out-neighbors map it to get.
       SharedSlotsPlan share;
       share.origins = SharedPeers(context, tensor_, topology->graph->in_neighbors(rank));
-      if (!share.origins.empty()) share.name = context.shm_links()->SegmentNameOf(rank, SlotsPurpose(id));
+      share.readers = SharedPeers(context, tensor_, topology->graph->out_neighbors(rank));
+      if (!share.origins.empty() || !share.readers.empty())
+        share.name = context.shm_links()->SegmentNameOf(rank, SlotsPurpose(id));
       window = std::make_shared<Window>(id, name_, tensor_, rank, context.size(), topology->graph->in_neighbors(rank),
                                         topology->graph->out_neighbors(rank), topology, initial, std::move(device_),
-                                        share, MakeHolderChecks(context, name_), MakeReceivedCounter(context));
+                                        share, MakeHolderChecks(context, name_), MakeSharedCounter(context, true),
+                                        MakeSharedCounter(context, false));
       if (!window->shared_slots_error().empty())
         STARLING_LOG_DEBUG("window '", name_, "': its buffers for ranks ", transport::shm::FormatRanks(share.origins),
                            " stay private (", window->shared_slots_error(), "); those ranks write through messages");
@@ -188,20 +224,28 @@ class CreateOp : public runtime::Op {
     AttachTargets(context, *window);
   }
 
-  // Maps the slots that same-host out-neighbors keep for this rank. A target whose
-  // segment cannot be mapped (it could not make one) is written through messages.
+  // Maps the segments of same-host neighbors: out-neighbors keep a slot for this rank
+  // there (puts), in-neighbors the address of their tensor (gets). A neighbor whose
+  // segment cannot be mapped (it could not make one), or whose memory this process may
+  // not read, is reached through messages.
   static void AttachTargets(runtime::Context& context, Window& window) {
+    const std::vector<int> puts = SharedPeers(context, window.tensor(), window.out_neighbors());
+    const std::vector<int> gets = SharedPeers(context, window.tensor(), window.in_neighbors());
+    std::vector<int> peers;
+    std::set_union(puts.begin(), puts.end(), gets.begin(), gets.end(), std::back_inserter(peers));
     std::vector<Window::Target> targets;
     const auto& processes = context.layout().processes;
-    for (int r : SharedPeers(context, window.tensor(), window.out_neighbors())) {
+    for (int r : peers) {
       if (static_cast<size_t>(r) >= processes.size()) continue;  // no identity: stay on messages
-      targets.push_back({r, context.shm_links()->SegmentNameOf(r, SlotsPurpose(window.id())),
-                         processes[static_cast<size_t>(r)]});
+      Window::Target target{r, context.shm_links()->SegmentNameOf(r, SlotsPurpose(window.id())),
+                            processes[static_cast<size_t>(r)]};
+      target.put = std::binary_search(puts.begin(), puts.end(), r);
+      target.get = std::binary_search(gets.begin(), gets.end(), r);
+      targets.push_back(std::move(target));
     }
     if (targets.empty()) return;
     const std::string failures = window.AttachTargets(targets);
-    if (!failures.empty())
-      STARLING_LOG_DEBUG("window '", window.name(), "': writing through messages to ", failures);
+    if (!failures.empty()) STARLING_LOG_DEBUG("window '", window.name(), "': through messages: ", failures);
   }
 
  private:
@@ -346,34 +390,61 @@ class TransferOp : public runtime::Op {
     }
   }
 
+  // Same-host sources whose memory this process may read are read directly
+  // (Window::GetShared); the others are asked through messages, first, so that their
+  // services work meanwhile.
   void Get(runtime::Context& context) {
+    std::vector<int> by_message, by_memory;
+    std::vector<double> message_weights;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (window_->GetsShared(ranks_[i])) {
+        by_memory.push_back(static_cast<int>(i));
+      } else {
+        by_message.push_back(ranks_[i]);
+        message_weights.push_back(weights_[i]);
+      }
+    }
     ops::Exchange requests(context, Channel::kWindowRequest, Label());
     ops::Exchange replies(context, Channel::kWindowReply, Label());
-    std::vector<WindowRequest> sent(ranks_.size());
-    std::vector<WindowReply> got(ranks_.size());
-    for (size_t i = 0; i < ranks_.size(); ++i) {
+    std::vector<WindowRequest> sent(by_message.size());
+    std::vector<WindowReply> got(by_message.size());
+    for (size_t i = 0; i < by_message.size(); ++i) {
       sent[i].op = WindowOp::kGet;
       sent[i].window_id = window_->id();
       sent[i].sender = context.rank();
-      requests.SendRaw(ranks_[i], &sent[i], sizeof sent[i]);
-      replies.RecvRaw(ranks_[i], &got[i], sizeof got[i]);
+      requests.SendRaw(by_message[i], &sent[i], sizeof sent[i]);
+      replies.RecvRaw(by_message[i], &got[i], sizeof got[i]);
+    }
+    transport::Traffic* traffic = context.transport().traffic();
+    for (int i : by_memory) {
+      const int source = ranks_[static_cast<size_t>(i)];
+      size_t bytes = 0;
+      try {
+        bytes = window_->GetShared(source, weights_[static_cast<size_t>(i)]);
+      } catch (const Error& e) {
+        // The kernel finds an exiting process's memory gone before its pidfd tells.
+        if (e.code() == Code::kPeerFailed) FailGone(context, {source});
+        FailIfTargetsExited(context, *window_, {source});
+        throw;
+      }
+      if (traffic) traffic->ReceivedShared(source, bytes);
     }
     requests.Wait();
     replies.Wait();
     replies.Clear();
     // Receive what the sources sent (even if another one refused) before judging.
-    std::vector<runtime::ScratchPool::Buffer> buffers(ranks_.size());
-    for (size_t i = 0; i < ranks_.size(); ++i) {
+    std::vector<runtime::ScratchPool::Buffer> buffers(by_message.size());
+    for (size_t i = 0; i < by_message.size(); ++i) {
       if (got[i].magic != kWindowMagic || got[i].code != 0 || got[i].bytes == 0) continue;
-      STARLING_CHECK(got[i].bytes == window_->tensor().bytes, Code::kMismatch, "rank ", ranks_[i], " sent ",
+      STARLING_CHECK(got[i].bytes == window_->tensor().bytes, Code::kMismatch, "rank ", by_message[i], " sent ",
                      got[i].bytes, " bytes for window '", window_->name(), "' which holds ", window_->tensor().bytes);
       buffers[i] = context.scratch().Get(got[i].bytes);
-      replies.RecvRaw(ranks_[i], buffers[i].data(), got[i].bytes, nullptr, got[i].chunk);
+      replies.RecvRaw(by_message[i], buffers[i].data(), got[i].bytes, nullptr, got[i].chunk);
     }
     replies.Wait();
-    CheckReplies(got, ranks_);
-    for (size_t i = 0; i < ranks_.size(); ++i)
-      window_->CommitCopy(window_->SlotOf(ranks_[i]), buffers[i].data(), weights_[i]);
+    CheckReplies(got, by_message);
+    for (size_t i = 0; i < by_message.size(); ++i)
+      window_->CommitCopy(window_->SlotOf(by_message[i]), buffers[i].data(), message_weights[i]);
   }
 
   std::shared_ptr<Window> window_;

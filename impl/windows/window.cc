@@ -3,10 +3,12 @@
 #include "impl/common/quarantine.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "impl/ops/reduce.h"
+#include "impl/transport/shm/cross_memory.h"
 
 namespace starling::windows {
 
@@ -36,13 +38,53 @@ transport::shm::WaitPolicy LockPolicy() {
   return policy;
 }
 
+// Takes a shared area's tensor lock as rank `me`. A wait checks whoever holds it (a
+// reader, or the owner inside window_update), as a wait for a slot's lock does; the
+// holder is read from shared memory, so a value that is not a rank stands for `fallback`.
+void LockTensor(TensorState& state, int me, int fallback, int size, const HolderChecks& checks, const char* what) {
+  if (!state.lock.TryLock()) {
+    HolderCheck check = checks ? checks(what, false) : HolderCheck();
+    std::function<void()> probe;
+    if (check) {
+      probe = [&] {
+        const int holder = state.holder.load(std::memory_order_relaxed);
+        check(holder >= 0 && holder < size ? holder : fallback);
+      };
+    }
+    state.lock.Lock(LockPolicy(), probe, what);
+  }
+  state.holder.store(me, std::memory_order_relaxed);
+}
+
+void UnlockTensor(TensorState& state) {
+  state.holder.store(-1, std::memory_order_relaxed);
+  state.lock.Unlock();
+}
+
+// Holds a tensor lock (if any) for a scope.
+class TensorGuard {
+ public:
+  TensorGuard(TensorState* state, int me, int fallback, int size, const HolderChecks& checks, const char* what)
+      : state_(state) {
+    if (state_) LockTensor(*state_, me, fallback, size, checks, what);
+  }
+  ~TensorGuard() {
+    if (state_) UnlockTensor(*state_);
+  }
+  TensorGuard(const TensorGuard&) = delete;
+  TensorGuard& operator=(const TensorGuard&) = delete;
+
+ private:
+  TensorState* state_;
+};
+
 }  // namespace
 
 Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size,
                std::vector<int> in_neighbors, std::vector<int> out_neighbors,
                std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
                std::unique_ptr<device::HostAccess> device, const SharedSlotsPlan& share, HolderChecks checks,
-               ReceivedCounter received)
+               PeerBytesCounter received, PeerBytesCounter sent)
     : id_(id),
       name_(std::move(name)),
       tensor_(tensor),
@@ -53,11 +95,14 @@ Window::Window(uint32_t id, std::string name, const TensorView& tensor, int rank
       topology_(std::move(topology)),
       checks_(std::move(checks)),
       received_(std::move(received)),
+      sent_(std::move(sent)),
       slot_holder_(static_cast<size_t>(size), kFree) {
   const void* fill = tensor_.bytes > 0 ? initial : nullptr;
-  if (!share.origins.empty()) {
+  if (!share.origins.empty() || !share.readers.empty()) {
     try {
-      shared_ = SlotArea::Share(share.name, id_, rank_, share.origins, tensor_.bytes, fill);
+      shared_ = SlotArea::Share(share.name, id_, rank_, share.origins, share.readers, tensor_.bytes, fill,
+                                reinterpret_cast<uintptr_t>(tensor_.data));
+      readers_ = share.readers;
     } catch (const std::exception& e) {
       shared_error_ = e.what();
     }
@@ -83,15 +128,34 @@ void Window::LockSlot(const Slot& slot, int holder, const char* what) {
 
 std::string Window::AttachTargets(const std::vector<Target>& targets) {
   std::string failures;
+  auto fail = [&failures](int rank, const std::string& why) {
+    failures += Str(failures.empty() ? "" : "; ", "rank ", rank, ": ", why);
+  };
   for (const Target& target : targets) {
+    RemoteSlot remote{target.rank, SlotArea(), Slot(), ProcessWatch()};
     try {
-      size_t index = 0;
-      SlotArea area = SlotArea::Attach(target.segment, id_, target.rank, rank_, tensor_.bytes, &index);
-      Slot slot = area.slot(index);
-      remote_.push_back(RemoteSlot{target.rank, std::move(area), slot, ProcessWatch(target.process)});
+      size_t index = SlotArea::kNone;
+      remote.area = SlotArea::Attach(target.segment, id_, target.rank, rank_, tensor_.bytes, &index);
+      if (target.put) {
+        STARLING_CHECK(index != SlotArea::kNone, Code::kTransport, "its segment has no slot for rank ", rank_);
+        remote.slot = remote.area.slot(index);
+      }
     } catch (const std::exception& e) {
-      failures += Str(failures.empty() ? "" : "; ", "rank ", target.rank, ": ", e.what());
+      fail(target.rank, e.what());
+      continue;
     }
+    if (target.get) {
+      const std::string refused =
+          remote.area.reader() == nullptr
+              ? Str("its segment has no read counter for rank ", rank_)
+              : transport::shm::ProbeProcessMemory(target.process.pid, remote.area.tensor_address(), tensor_.bytes);
+      remote.readable = refused.empty();
+      remote.pid = target.process.pid;
+      if (!refused.empty()) fail(target.rank, Str("gets through messages (", refused, ")"));
+    }
+    if (remote.slot.state == nullptr && !remote.readable) continue;
+    remote.watch = ProcessWatch(target.process);
+    remote_.push_back(std::move(remote));
   }
   return failures;
 }
@@ -188,6 +252,29 @@ void Window::MutexShared(int target, bool acquire) {
   }
 }
 
+size_t Window::GetShared(int source, double weight) {
+  const RemoteSlot* remote = Remote(source);
+  const int index = SlotOf(source);
+  STARLING_CHECK(remote != nullptr && remote->readable && index >= 0, Code::kInternal, "no shared tensor on rank ",
+                 source);
+  const Slot& slot = slots_[static_cast<size_t>(index)];
+  LockSlot(slot, source, "window_get's lock on its buffer");
+  SlotGuard guard(slot);
+  int error = 0;
+  {
+    TensorGuard tensor(remote->area.tensor_state(), rank_, source, static_cast<int>(slot_holder_.size()), checks_,
+                       "window_get's lock on a peer's tensor");
+    if (tensor_.bytes > 0)
+      error = transport::shm::ReadProcessMemory(remote->pid, remote->area.tensor_address(), slot.value(), tensor_.bytes);
+  }
+  STARLING_CHECK(error == 0, error == ESRCH ? Code::kPeerFailed : Code::kTransport, "window '", name_,
+                 "': reading rank ", source, "'s tensor failed (process_vm_readv: ", std::strerror(error), ")");
+  if (weight != 1.0 && tensor_.numel > 0) ops::Scale(slot.value(), slot.value(), weight, tensor_.numel, tensor_.dtype);
+  ++slot.state->version;
+  remote->area.reader()->fetch_add(tensor_.bytes, std::memory_order_relaxed);
+  return tensor_.bytes;
+}
+
 void Window::Reshape(int rank, int size, std::vector<int> in_neighbors, std::vector<int> out_neighbors,
                      std::shared_ptr<const runtime::TopologyState> topology, const std::vector<int>& old_to_new) {
   // Nothing else runs on the context: no lock is taken by a survivor, and a dead
@@ -215,6 +302,7 @@ void Window::Reshape(int rank, int size, std::vector<int> in_neighbors, std::vec
   slot_shared_.assign(slots_.size(), 0);
   private_ = std::move(area);
   shared_ = SlotArea();
+  readers_.clear();
   remote_.clear();
   rank_ = rank;
   in_ = std::move(in_neighbors);
@@ -333,6 +421,10 @@ void Window::Update(const UpdateWeights& args, bool with_p, const char* what) {
         data = staged.data();
         device_->ToHost(data, true);
       }
+      // Readers on this host copy the tensor under this lock: none sees half of it.
+      TensorGuard readers(device_ || readers_.empty() ? nullptr : shared_.tensor_state(), rank_, kSelf,
+                          static_cast<int>(slot_holder_.size()), checks_,
+                          "window_update's lock on its tensor (held by a rank getting it)");
       if (uniform) {
         ops::UniformAverage(data, data, inputs.data(), k, tensor_.numel, tensor_.dtype);
       } else {
@@ -350,6 +442,7 @@ void Window::Update(const UpdateWeights& args, bool with_p, const char* what) {
       slots_[s].state->version = 0;
       Count(s);
     }
+    CountReads();
     if (args.reset) {
       for (int slot : slots) {
         const Slot& s = slots_[static_cast<size_t>(slot)];
@@ -372,7 +465,15 @@ std::vector<int64_t> Window::Versions() {
     versions.push_back(slots_[s].state->version);
     Count(s);
   }
+  CountReads();
   return versions;
+}
+
+void Window::CountReads() {
+  for (size_t i = 0; i < readers_.size(); ++i) {
+    const uint64_t bytes = shared_.read_count(i)->exchange(0, std::memory_order_relaxed);
+    if (bytes != 0 && sent_) sent_(readers_[i], bytes);
+  }
 }
 
 void Window::Count(size_t s) {
@@ -388,6 +489,7 @@ void Window::CountReceived() {
     SlotGuard guard(slots_[s]);
     Count(s);
   }
+  CountReads();
 }
 
 double Window::p() {

@@ -6,7 +6,9 @@
 //
 // The slots of in-neighbors that share memory with this rank live in a segment those
 // ranks map: they put and accumulate into them themselves (PutShared, AccumulateShared
-// on their side), and this rank's window service never hears of it.
+// on their side), and this rank's window service never hears of it. Out-neighbors that
+// share memory map it too, to get: they read this rank's tensor from its memory
+// (GetShared on their side) under the segment's tensor lock, which Update takes.
 #pragma once
 
 #include <condition_variable>
@@ -41,12 +43,14 @@ struct UpdateWeights {
 // window requests meanwhile, as waits for messages do.
 using HolderCheck = std::function<void(int holder)>;
 using HolderChecks = std::function<HolderCheck(const char* what, bool serve)>;
-// Counts bytes that `peer` wrote into this rank's shared slots (traffic figures).
-using ReceivedCounter = std::function<void(int peer, uint64_t bytes)>;
+// Counts bytes that `peer` moved through shared memory (traffic figures): wrote into
+// this rank's slots, or read from its tensor.
+using PeerBytesCounter = std::function<void(int peer, uint64_t bytes)>;
 
-// In-neighbors whose slots go into a shared segment, and its name.
+// The ranks that map this rank's shared segment, and its name.
 struct SharedSlotsPlan {
-  std::vector<int> origins;  // ascending, each an in-neighbor
+  std::vector<int> origins;  // ascending, each an in-neighbor: their slots are there
+  std::vector<int> readers;  // ascending, each an out-neighbor: they read the tensor
   std::string name;
 };
 
@@ -58,10 +62,11 @@ class Window {
   // zeros. device: set when the tensor is CUDA memory. share: the slots to put in
   // shared memory (none if empty; if the segment cannot be made, they stay private and
   // `shared_slots_error()` says why). checks: see HolderChecks (empty: waits unchecked).
+  // received, sent: the bytes peers wrote into the shared slots, and read from the tensor.
   Window(uint32_t id, std::string name, const TensorView& tensor, int rank, int size, std::vector<int> in_neighbors,
          std::vector<int> out_neighbors, std::shared_ptr<const runtime::TopologyState> topology, const void* initial,
          std::unique_ptr<device::HostAccess> device, const SharedSlotsPlan& share = {}, HolderChecks checks = {},
-         ReceivedCounter received = {});
+         PeerBytesCounter received = {}, PeerBytesCounter sent = {});
 
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -74,16 +79,26 @@ class Window {
   // Why the planned shared slots are private ("" if they are shared or none planned).
   const std::string& shared_slots_error() const { return shared_error_; }
 
-  // --- the shared slots of same-host targets (origin side, executor) ---
+  // --- the shared segments of same-host peers (origin side, executor) ---
   struct Target {
     int rank;
     std::string segment;
     ProcessIdentity process;  // watched: a write into a dead rank's memory succeeds
+    bool put = false;         // an out-neighbor: this rank puts into its slot there
+    bool get = false;         // an in-neighbor: this rank reads its tensor
   };
-  // Maps each target's segment (after the creation's agreement, so it exists); a target
-  // whose segment cannot be mapped is reached through messages. Returns the failures.
+  // Maps each peer's segment (after the creation's agreement, so it exists) and, for
+  // gets, tries a read of its tensor; a peer whose segment cannot be mapped, or whose
+  // memory cannot be read, is reached through messages. Returns the failures.
   std::string AttachTargets(const std::vector<Target>& targets);
-  bool PutsShared(int target) const { return Remote(target) != nullptr; }
+  bool PutsShared(int target) const {
+    const RemoteSlot* remote = Remote(target);
+    return remote != nullptr && remote->slot.state != nullptr;
+  }
+  bool GetsShared(int source) const {
+    const RemoteSlot* remote = Remote(source);
+    return remote != nullptr && remote->readable;
+  }
   // True once shared target `target`'s process has exited.
   bool TargetExited(int target) const;
   // target's slot for this rank = weight * data (a put), p set, its version counted.
@@ -95,6 +110,11 @@ class Window {
   // Takes (waiting while the target holds it) or releases the mutex of target's slot
   // for this rank (window_mutex_acquire / _release).
   void MutexShared(int target, bool acquire);
+  // This rank's buffer for in-neighbor `source` = weight * source's tensor, read from
+  // its memory under its tensor lock, its version counted (a get). Returns the bytes
+  // read. Error(kPeerFailed) if the source's memory is gone (it is exiting),
+  // Error(kTransport) if the read fails otherwise.
+  size_t GetShared(int source, double weight);
 
   // --- incoming data (executor) ---
   // Where the next put from the slot's origin lands (not the slot's value: see slots.h).
@@ -171,16 +191,23 @@ class Window {
   std::vector<Slot> slots_;
   std::vector<char> slot_shared_;  // by slot: in shared_ (its mutex too)
   std::string shared_error_;
+  std::vector<int> readers_;  // shared_'s readers, in its order
   HolderChecks checks_;
-  ReceivedCounter received_;
+  PeerBytesCounter received_;
+  PeerBytesCounter sent_;
   // Under slot `s`'s lock: passes on its bytes_in.
   void Count(size_t s);
-  // Same-host targets whose slot for this rank is mapped here.
+  // Passes on what readers read from the tensor.
+  void CountReads();
+  // Same-host peers whose segment is mapped here: a slot for this rank (puts; null
+  // state if none) and a tensor this rank reads (gets; `readable`).
   struct RemoteSlot {
     int rank;
     SlotArea area;
     Slot slot;
     ProcessWatch watch;
+    bool readable = false;
+    int32_t pid = 0;
   };
   std::vector<RemoteSlot> remote_;
   const RemoteSlot* Remote(int rank) const;

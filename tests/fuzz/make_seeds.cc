@@ -302,19 +302,19 @@ void WindowSlotsSeeds() {
   int n = 0;
   for (size_t tensor_bytes : {size_t{0}, size_t{24}, size_t{300}}) {
     for (const std::vector<int>& origins : {std::vector<int>{1}, std::vector<int>{1, 3, 7}}) {
+      // Readers: none, or some ranks that also put and one that only gets.
+      const std::vector<int> readers = origins.size() == 1 ? std::vector<int>{} : std::vector<int>{2, 3};
       std::vector<float> initial(tensor_bytes / 4 + 1, 1.5f);
-      SlotArea area = SlotArea::Share("/seed-" + std::to_string(n), 5, 0, origins, tensor_bytes, initial.data(), options);
-      const starling::windows::Slot slot = area.slot(0);
-      const char* base = reinterpret_cast<const char*>(slot.state);
-      // The payload starts a fixed distance before slot 0: the header line and directory.
-      const size_t directory = (origins.size() * 4 + 127) / 128 * 128;
-      const char* payload = base - 128 - directory;
-      const size_t buffer = (std::max<size_t>(tensor_bytes, 1) + 127) / 128 * 128;
-      const size_t bytes = 128 + directory + area.slots() * (sizeof(starling::windows::SlotState) + 2 * buffer);
+      SlotArea area = SlotArea::Share("/seed-" + std::to_string(n), 5, 0, origins, readers, tensor_bytes,
+                                      initial.data(), 0x7f0000001000ull, options);
       std::vector<char> seed = {5, static_cast<char>(origins.back()), static_cast<char>(tensor_bytes & 0xff),
                                 static_cast<char>(tensor_bytes >> 8)};
-      seed.insert(seed.end(), payload, payload + bytes);
+      seed.insert(seed.end(), area.region(), area.region() + area.region_bytes());
       Write("window_slots", "slots" + std::to_string(origins.size()) + "_bytes" + std::to_string(tensor_bytes), seed);
+      if (!readers.empty()) {
+        seed[1] = 2;  // the reader that has no slot
+        Write("window_slots", "reader_bytes" + std::to_string(tensor_bytes), seed);
+      }
       ++n;
     }
   }

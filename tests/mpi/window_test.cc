@@ -1,10 +1,14 @@
 // One-sided windows: every operation against independent references, asynchrony
 // (the target computes while puts land), consistency under races, and bad input.
 #include <mpi.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <functional>
 #include <thread>
 
@@ -286,6 +290,110 @@ TEST_F(Windows, PutsRacingUpdatesNeverTearBuffers) {
   ASSERT_OK(starling_window_mutex_release(win, nullptr, 0, 1));
   ASSERT_OK(starling_window_mutex_acquire(win, nullptr, 0, 0));
   ASSERT_OK(starling_window_mutex_release(win, nullptr, 0, 0));
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_window_free(win));
+}
+
+// Gets racing the source's updates: on one host a get reads the source's tensor from
+// its memory while the source may be rewriting it (window_update). Every get must see
+// the tensor before or after an update, never half of each. Odd ranks update in a loop,
+// switching their tensor between v and 2v (self weights 2 and 0.5, exact in binary);
+// even ranks get from their in-neighbor (ring right: rank - 1) and check every copy.
+// (Mutation check: without the tensor lock in Window::Update this fails at once.)
+TEST_F(Windows, GetsRacingUpdatesNeverSeeHalfAnUpdate) {
+  if (size < 2) GTEST_SKIP();
+  Use([&](starling_topology_t* t) { return starling_topology_ring(size, STARLING_RING_RIGHT, t); });
+  const int source = (rank - 1 + size) % size;
+  const int n = 1 << 18;  // 2 MiB: an update lasts long enough to be raced
+  const double v = 1.0 + source;
+  Buffer x(Kind::kF64, {n});
+  for (int i = 0; i < n; ++i) x.set(i, 1.0 + rank);
+  starling_window_t win;
+  ASSERT_OK(starling_window_create(ctx, &x.t, "get_race", 1, &win));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  int rounds = 0;
+  if (rank % 2 == 1) {
+    starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
+    const double zero = 0.0;
+    u.use_weights = 1;
+    u.num_ranks = 1;
+    u.ranks = &source;
+    u.weights = &zero;
+    for (; std::chrono::steady_clock::now() < until; ++rounds) {
+      u.self_weight = rounds % 2 == 0 ? 2.0 : 0.5;
+      ASSERT_OK(starling_window_update(win, &u));
+    }
+  } else {
+    const bool updating = source % 2 == 1;
+    for (; std::chrono::steady_clock::now() < until; ++rounds) {
+      ASSERT_OK(starling_window_get(win, nullptr));
+      ReadBuffer(win, source);
+      const double first = x.get(0);
+      // (At an odd size rank 0's source is a reader too, whose tensor its reads rewrite.)
+      if (updating) ASSERT_TRUE(first == v || first == 2 * v) << first << " at get " << rounds;
+      for (int i = 1; i < n; i += 509) ASSERT_EQ(x.get(i), first) << "half an update at get " << rounds;
+      ASSERT_EQ(x.get(n - 1), first) << "half an update at get " << rounds;
+    }
+  }
+  EXPECT_GT(rounds, 10);
+  ASSERT_OK(starling_barrier(ctx));
+  ASSERT_OK(starling_window_free(win));
+}
+
+// Where this process may read its in-neighbor's memory (same host name, STARLING_SHM on,
+// and the kernel allows process_vm_readv between them, as it does for Open MPI's own
+// single-copy path), a get reads it there: the bytes count as shared-memory traffic on
+// both sides (the source counts them when it next updates) and no message carries them.
+TEST_F(Windows, GetsReadSameHostSourcesDirectly) {
+  if (size < 2) GTEST_SKIP();
+  Use([&](starling_topology_t* t) { return starling_topology_ring(size, STARLING_RING_RIGHT, t); });
+  const int source = (rank - 1 + size) % size;
+  // Whether the kernel lets this process read the source's memory (asked directly).
+  struct Where {
+    int64_t pid, address;
+    char host[64];
+  };
+  int64_t probe = 42;
+  Where mine{static_cast<int64_t>(getpid()), static_cast<int64_t>(reinterpret_cast<uintptr_t>(&probe)), {}};
+  gethostname(mine.host, sizeof mine.host - 1);
+  std::vector<Where> all(static_cast<size_t>(size));
+  ASSERT_EQ(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  int64_t seen = 0;
+  iovec local{&seen, sizeof seen};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(all[static_cast<size_t>(source)].address)), sizeof seen};
+  const char* shm_env = std::getenv("STARLING_SHM");
+  const bool direct = (shm_env == nullptr || std::string(shm_env) != "0") &&
+                      std::string(mine.host) == all[static_cast<size_t>(source)].host &&  // namespace hosts
+                      process_vm_readv(static_cast<pid_t>(all[static_cast<size_t>(source)].pid), &local, 1, &remote,
+                                       1, 0) == static_cast<ssize_t>(sizeof seen) &&
+                      seen == 42;
+  // Whether this rank's reader (ring right: rank + 1) reads it directly.
+  std::vector<int> directs(static_cast<size_t>(size));
+  const int mine_direct = direct ? 1 : 0;
+  ASSERT_EQ(MPI_Allgather(&mine_direct, 1, MPI_INT, directs.data(), 1, MPI_INT, MPI_COMM_WORLD), MPI_SUCCESS);
+  const bool read_directly = directs[static_cast<size_t>((rank + 1) % size)] != 0;
+
+  Buffer x(Kind::kF32, {1000});
+  for (int i = 0; i < 1000; ++i) x.set(i, 1.0 + rank + 0.5 * i);
+  starling_window_t win;
+  ASSERT_OK(starling_window_create(ctx, &x.t, "get_direct", 1, &win));
+  starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+  ASSERT_OK(starling_get_stats(ctx, &before));
+  const double two = 2.0;
+  starling_window_args_t args = STARLING_WINDOW_ARGS_INIT;
+  args.num_ranks = 1;
+  args.ranks = &source;
+  args.weights = &two;
+  ASSERT_OK(starling_window_get(win, &args));
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  EXPECT_EQ(after.shm_bytes_received - before.shm_bytes_received, direct ? 4000u : 0u);
+  EXPECT_EQ(after.bytes_received - before.bytes_received >= 4000, true);
+  ASSERT_OK(starling_barrier(ctx));
+  ReadBuffer(win, source);  // the source's update also counts what its reader took
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(x.get(i), 2 * (1.0 + source + 0.5 * i));
+  ASSERT_OK(starling_get_stats(ctx, &after));
+  EXPECT_EQ(after.shm_bytes_sent - before.shm_bytes_sent, read_directly ? 4000u : 0u);
   ASSERT_OK(starling_barrier(ctx));
   ASSERT_OK(starling_window_free(win));
 }

@@ -131,7 +131,7 @@ TEST(ShmBoard, ACorruptedPeerIsAnErrorNotAWrongRead) {
     const uint64_t bytes = corruption == 0 ? 0 : Board::kCapacity + 1;
     std::memcpy(slot, &round, sizeof round);
     std::memcpy(slot + 8, &bytes, sizeof bytes);
-    reinterpret_cast<SharedCounter*>(boards.payloads[1] + 128)->value.store(1);  // rank 1's `arrived`
+    reinterpret_cast<SharedCounter*>(boards.payloads[1] + Board::ArrivedOffset())->value.store(1);  // rank 1's `arrived`
     Board board(0, boards.payloads);
     unsigned char tag[Board::kTagBytes] = {};
     WaitPolicy policy;

@@ -38,7 +38,7 @@ TEST(WindowSlots, EachOriginFindsItsSlotAndItsPutsReachTheOwner) {
   const std::vector<double> initial = {1, 2, 3, 4, 5};
   const size_t bytes = initial.size() * sizeof(double);
   const std::string name = FreshName();
-  SlotArea owner = SlotArea::Share(name, 7, /*owner=*/0, {2, 5, 9}, bytes, initial.data());
+  SlotArea owner = SlotArea::Share(name, 7, /*owner=*/0, {2, 5, 9}, {}, bytes, initial.data(), 0);
   ASSERT_EQ(owner.slots(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(std::memcmp(owner.slot(i).value(), initial.data(), bytes), 0);
   // Origin 5, in another process: maps the segment (the last of three expected
@@ -123,16 +123,18 @@ TEST(WindowSlots, AHolderThatDiesLeavesWaitersAWayOut) {
 TEST(WindowSlots, ACorruptedSegmentIsAnError) {
   const size_t bytes = 40;
   const std::string name = FreshName();
-  SlotArea owner = SlotArea::Share(name, 3, 0, {1}, bytes, nullptr);
-  char* payload = reinterpret_cast<char*>(owner.slot(0).state) - 256;  // header line + directory line
-  std::vector<char> copy(payload, payload + 256 + sizeof(SlotState) + 2 * 128);
+  SlotArea owner = SlotArea::Share(name, 3, 0, {1}, {4}, bytes, nullptr, 0x1000);
+  std::vector<char> copy(owner.region(), owner.region() + owner.region_bytes());
   size_t index = 0;
   auto view = [&](std::vector<char> region, uint32_t id, int origin, size_t tensor_bytes) {
     return CodeOf([&] { SlotArea::View(region.data(), region.size(), id, 0, origin, tensor_bytes, &index); });
   };
   EXPECT_EQ(view(copy, 3, 1, bytes), Code::kOk);
+  EXPECT_EQ(index, 0u);
+  EXPECT_EQ(view(copy, 3, 4, bytes), Code::kOk) << "a reader";
+  EXPECT_EQ(index, SlotArea::kNone);
   EXPECT_EQ(view(copy, 4, 1, bytes), Code::kTransport) << "another window";
-  EXPECT_EQ(view(copy, 3, 2, bytes), Code::kTransport) << "no slot for this origin";
+  EXPECT_EQ(view(copy, 3, 2, bytes), Code::kTransport) << "neither a slot nor a read counter for this peer";
   EXPECT_EQ(view(copy, 3, 1, 48), Code::kTransport) << "another size";
   EXPECT_EQ(view(std::vector<char>(copy.begin(), copy.end() - 1), 3, 1, bytes), Code::kTransport) << "truncated";
   std::vector<char> bad = copy;
@@ -141,6 +143,18 @@ TEST(WindowSlots, ACorruptedSegmentIsAnError) {
   bad = copy;
   reinterpret_cast<uint32_t*>(bad.data() + 16)[1] = 1u << 20;  // slots
   EXPECT_EQ(view(bad, 3, 1, bytes), Code::kTransport) << "slot count";
+  bad = copy;
+  reinterpret_cast<uint32_t*>(bad.data() + 32)[0] = 100;  // readers: the slots move past the region
+  EXPECT_EQ(view(bad, 3, 1, bytes), Code::kTransport) << "reader count";
+  // A segment for readers only (no same-host in-neighbor puts here) holds no tensor
+  // data: a tensor larger than the whole segment is fine.
+  const size_t big = 1 << 20;
+  SlotArea readers_only = SlotArea::Share(FreshName(), 3, 0, {}, {1, 4}, big, nullptr, 0x2000);
+  ASSERT_LT(readers_only.region_bytes(), big);
+  std::vector<char> reader_copy(readers_only.region(), readers_only.region() + readers_only.region_bytes());
+  EXPECT_EQ(view(reader_copy, 3, 4, big), Code::kOk);
+  EXPECT_EQ(index, SlotArea::kNone);
+  EXPECT_EQ(view(reader_copy, 3, 2, big), Code::kTransport) << "not a reader";
   // A corrupted buffer index: the origin's put refuses instead of writing anywhere.
   owner.slot(0).state->current.store(7);
   EXPECT_EQ(CodeOf([&] { owner.slot(0).other(); }), Code::kTransport);

@@ -1,5 +1,6 @@
 #include "impl/transport/shm/board.h"
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -46,6 +47,8 @@ size_t Board::SegmentBytes() { return kSlotsOffset + kSlots * kSlotStride; }
 
 size_t Board::SlotOffset(uint32_t slot) { return kSlotsOffset + slot * kSlotStride; }
 
+size_t Board::ArrivedOffset() { return kControlOffset; }  // Control holds `arrived` only
+
 void Board::Format(void* payload) {
   char* base = static_cast<char*>(payload);
   auto* header = new (base) BoardHeader{};
@@ -85,7 +88,7 @@ Board::Board(int rank, std::vector<char*>&& payloads, std::vector<Segment>&& seg
     : rank_(rank),
       segments_(std::move(segments)),
       bases_(std::move(payloads)),
-      tags_(bases_.size(), std::vector<unsigned char>(kTagBytes)) {
+      tags_(bases_.size() * kTagBytes) {
   STARLING_CHECK(rank_ >= 0 && rank_ < size(), Code::kInternal, "board: rank ", rank_, " of ", size());
 }
 
@@ -129,8 +132,9 @@ const std::vector<Board::Entry>& Board::Round(const void* tag, const void* data,
     STARLING_CHECK(h.round == round && h.has_data <= 1 && h.bytes <= kCapacity, Code::kTransport,
                    "rank ", p, "'s shared-memory board is corrupted: slot of round ", h.round, " (", h.bytes,
                    " bytes) where round ", round, " was expected");
-    std::memcpy(tags_[i].data(), h.tag, kTagBytes);
-    entries_[i] = Entry{tags_[i].data(), h.has_data ? slot_data(p, count) : nullptr, h.bytes};
+    unsigned char* tag = tags_.data() + i * kTagBytes;
+    std::memcpy(tag, h.tag, kTagBytes);
+    entries_[i] = Entry{tag, h.has_data ? slot_data(p, count) : nullptr, h.bytes};
   }
   return entries_;
 }

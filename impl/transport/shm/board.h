@@ -41,6 +41,8 @@ class Board {
   static size_t SegmentBytes();
   // Where slot s's header starts in a board's payload (the fuzzer writes there).
   static size_t SlotOffset(uint32_t slot);
+  // Where the board's `arrived` counter (a SharedCounter) lies in its payload (tests).
+  static size_t ArrivedOffset();
   // Lays out a board in SegmentBytes() of fresh memory (the owner, before any peer
   // maps it).
   static void Format(void* payload);
@@ -83,8 +85,8 @@ class Board {
   std::vector<Segment> segments_;  // empty when the caller keeps the memory
   std::vector<char*> bases_;       // each rank's payload
   uint64_t count_ = 0;  // rounds run
-  // Copies of the peers' slot headers of the last round (their tags, as checked).
-  std::vector<std::vector<unsigned char>> tags_;
+  // Copies of every rank's tag of the last round (kTagBytes each, by rank), as checked.
+  std::vector<unsigned char> tags_;
   std::vector<Entry> entries_;
 };
 
