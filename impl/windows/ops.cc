@@ -422,8 +422,9 @@ class TransferOp : public runtime::Op {
       try {
         bytes = window_->GetShared(source, weights_[static_cast<size_t>(i)]);
       } catch (const Error& e) {
-        // The kernel finds an exiting process's memory gone before its pidfd tells.
-        if (e.code() == Code::kPeerFailed) FailGone(context, {source});
+        // The kernel finds an exiting process's memory gone before its pidfd tells. (A
+        // wait for a lock whose holder died has already failed the context, naming it.)
+        if (e.code() == Code::kPeerFailed && !context.local_teardown()) FailGone(context, {source});
         FailIfTargetsExited(context, *window_, {source});
         throw;
       }
