@@ -233,14 +233,21 @@ inline double Tolerance(Kind k, double scale) {
 
 // Overwrites a window's tensor with its buffer for `source` (weight 1, self 0): the
 // only way to read a buffer through the API. Resets every version to 0.
-inline void ReadBuffer(starling_window_t win, int source) {
+// Update arguments that weigh this rank's tensor by self_weight and one in-neighbor's
+// buffer, *source's, by *weight (the arguments keep the two pointers).
+inline starling_window_update_args_t OneSourceUpdate(const int* source, const double* weight, double self_weight) {
   starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
-  const double one = 1.0;
   u.use_weights = 1;
-  u.self_weight = 0.0;
+  u.self_weight = self_weight;
   u.num_ranks = 1;
-  u.ranks = &source;
-  u.weights = &one;
+  u.ranks = source;
+  u.weights = weight;
+  return u;
+}
+
+inline void ReadBuffer(starling_window_t win, int source) {
+  const double one = 1.0;
+  const starling_window_update_args_t u = OneSourceUpdate(&source, &one, 0.0);
   EXPECT_OK(starling_window_update(win, &u));
 }
 

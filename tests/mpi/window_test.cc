@@ -269,12 +269,8 @@ TEST_F(Windows, PutsRacingUpdatesNeverTearBuffers) {
         if (starling_window_put(win, &send.t, &args) != STARLING_SUCCESS) failed = true;
       }
     });
-    starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
     const double one = 1.0;
-    u.use_weights = 1;
-    u.num_ranks = 1;
-    u.ranks = &source;
-    u.weights = &one;
+    starling_window_update_args_t u = OneSourceUpdate(&source, &one, 0.0);
     u.require_mutex = require_mutex;
     for (int read = 0; read < 200; ++read) {
       ASSERT_OK(starling_window_update(win, &u));
@@ -313,12 +309,8 @@ TEST_F(Windows, GetsRacingUpdatesNeverSeeHalfAnUpdate) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
   int rounds = 0;
   if (rank % 2 == 1) {
-    starling_window_update_args_t u = STARLING_WINDOW_UPDATE_ARGS_INIT;
     const double zero = 0.0;
-    u.use_weights = 1;
-    u.num_ranks = 1;
-    u.ranks = &source;
-    u.weights = &zero;
+    starling_window_update_args_t u = OneSourceUpdate(&source, &zero, 1.0);
     for (; std::chrono::steady_clock::now() < until; ++rounds) {
       u.self_weight = rounds % 2 == 0 ? 2.0 : 0.5;
       ASSERT_OK(starling_window_update(win, &u));
