@@ -1,4 +1,5 @@
-// Rejoin (ULFM): starling_context_grow and starling_joined. Glue only.
+// Resizing (ULFM): starling_context_grow, starling_context_shrink and starling_joined.
+// Glue only.
 #include <typeindex>
 
 #include "capi/private/api.h"
@@ -10,6 +11,29 @@
 
 using namespace starling;
 using namespace starling::capi;
+
+namespace {
+
+// Names the windows in the way (the core's own check counts them only).
+void RefuseWindows(runtime::Context& context, const char* call, const char* verb) {
+  const std::vector<std::string> windows = windows::WindowNames(context);
+  if (windows.empty()) return;
+  std::string names;
+  for (const std::string& n : windows) names += (names.empty() ? "'" : ", '") + n + "'";
+  Fail(Code::kInvalidUsage, call, ": windows exist (", names, "); free them before the ", verb,
+       " and create them again after it");
+}
+
+// After a grow or shrink. Other modules' state (stashed neighbor messages, NCCL
+// communicators...) was about the old ranks; window ids start again at 1 everywhere, as
+// in a process that joined (a window made and freed before a grow gave the members'
+// next window another id than the newcomers').
+void Renumbered(runtime::Context& context) {
+  context.ClearExtensionsExcept(std::type_index(typeid(windows::Registry)));
+  context.Extension<windows::Registry>().RestartIds();
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -37,13 +61,7 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, con
     CheckArray(r.old_to_new, r.old_to_new_capacity, "out->old_to_new", "out->old_to_new_capacity");
     CheckArray(r.joined, r.joined_capacity, "out->joined", "out->joined_capacity");
   }
-  const std::vector<std::string> windows = windows::WindowNames(*context);
-  if (!windows.empty()) {
-    std::string names;
-    for (const std::string& n : windows) names += (names.empty() ? "'" : ", '") + n + "'";
-    Fail(Code::kInvalidUsage, "starling_context_grow: windows exist (", names,
-         "); free them before the grow and create them again after it (the new processes take part)");
-  }
+  RefuseWindows(*context, "starling_context_grow", "grow");
   runtime::GrowOptions parsed;
   parsed.count = o.count;  // checked by the grow, together with every rank's options
   if (o.ranks != nullptr && o.count > 0) parsed.ranks.assign(o.ranks, o.ranks + o.count);
@@ -58,11 +76,7 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, con
   if (o.topology != nullptr) parsed.graph = TopologyFromHandle(o.topology);
   parsed.weighted = o.is_weighted == 1;
   runtime::Context& c = *context;
-  const runtime::GrowResult result = c.Grow(parsed, [&c](const runtime::GrowResult&) {
-    // Other modules' state (stashed neighbor messages, NCCL communicators...) was
-    // about the old ranks.
-    c.ClearExtensionsExcept(std::type_index(typeid(windows::Registry)));
-  });
+  const runtime::GrowResult result = c.Grow(parsed, [&c](const runtime::GrowResult&) { Renumbered(c); });
   if (out != nullptr) {
     out->old_rank = result.old_rank;
     out->old_size = result.old_size;
@@ -72,6 +86,45 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, con
       r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
     for (int i = 0; i < r.joined_capacity && i < static_cast<int>(result.joined.size()); ++i)
       r.joined[i] = result.joined[static_cast<size_t>(i)];
+  }
+  STARLING_API_END();
+}
+
+STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
+                                                       const starling_shrink_options_t* options,
+                                                       starling_shrink_result_t* out) {
+  STARLING_API_BEGIN();
+  std::shared_ptr<runtime::Context> context = Contexts().Get(ctx);
+  const starling_shrink_options_t o =
+      CopyOptions(options, starling_shrink_options_t STARLING_SHRINK_OPTIONS_INIT,
+                  offsetof(starling_shrink_options_t, is_weighted) + sizeof(int), "options",
+                  "STARLING_SHRINK_OPTIONS_INIT");
+  STARLING_CHECK_ARG(o.is_weighted == 0 || o.is_weighted == 1, "options->is_weighted must be 0 or 1, got ",
+                     o.is_weighted);
+  starling_shrink_result_t r = STARLING_SHRINK_RESULT_INIT;
+  if (out != nullptr) {
+    r = CopyOptions(out, r, offsetof(starling_shrink_result_t, left_capacity) + sizeof(int), "out",
+                    "STARLING_SHRINK_RESULT_INIT");
+    CheckArray(r.old_to_new, r.old_to_new_capacity, "out->old_to_new", "out->old_to_new_capacity");
+    CheckArray(r.left, r.left_capacity, "out->left", "out->left_capacity");
+  }
+  RefuseWindows(*context, "starling_context_shrink", "shrink");
+  runtime::ShrinkOptions parsed;
+  parsed.count = o.count;  // checked by the shrink, together with every rank's options
+  if (o.ranks != nullptr && o.count > 0) parsed.ranks.assign(o.ranks, o.ranks + o.count);
+  if (o.topology != nullptr) parsed.graph = TopologyFromHandle(o.topology);
+  parsed.weighted = o.is_weighted == 1;
+  runtime::Context& c = *context;
+  const runtime::ShrinkResult result = c.Shrink(parsed, [&c](const runtime::ShrinkResult&) { Renumbered(c); });
+  if (out != nullptr) {
+    out->old_rank = result.old_rank;
+    out->old_size = result.old_size;
+    out->new_rank = result.new_rank;
+    out->new_size = result.new_size;
+    for (int i = 0; i < r.old_to_new_capacity && i < result.old_size; ++i)
+      r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
+    for (int i = 0; i < r.left_capacity && i < static_cast<int>(result.left.size()); ++i)
+      r.left[i] = result.left[static_cast<size_t>(i)];
   }
   STARLING_API_END();
 }

@@ -133,13 +133,13 @@ void Context::Destroy() {
     // The abort was local; leaving is not: peers must not wait for this rank's notice.
     Depart("aborted its context (starling_context_abort)", /*normal=*/false);
   }
-  if ((grown_ || repaired_) && !local_teardown() && transport_ && transport_->fault_tolerant()) {
+  if ((grown_ || repaired_ || shrunk_) && !local_teardown() && transport_ && transport_->fault_tolerant()) {
     // Every member leaves together. A grown job: processes of two launches; Open MPI 5's
     // launcher hangs or cuts the output of a spawned process that outlives the first
-    // job's processes. A repaired one: MPI is not finalized after a failure (that would
-    // wait for the dead), so without this a survivor that finished the last operation
-    // exited while others were still inside it, and ULFM reported its exit to them as a
-    // new failure. An agreement is failure-tolerant (a member dying during it ends it
+    // job's processes. A repaired (or shrunk) one: MPI is not finalized after a failure
+    // (that would wait for the dead, or for the ranks that left), so without this a
+    // survivor that finished the last operation exited while others were still inside
+    // it, and ULFM reported its exit to them as a new failure. An agreement is failure-tolerant (a member dying during it ends it
     // everywhere); its outcome is nobody's concern: each then leaves on its own.
     try {
       bool failed = false;
@@ -190,7 +190,10 @@ void Context::Destroy() {
   if (holds_mpi_) {
     holds_mpi_ = false;
     // After an abort or a peer failure, never finalize: MPI_Finalize waits for every rank.
-    transport::MpiLifetime::Release(/*may_finalize=*/!local_teardown());
+    // Nor after leaving in a shrink, except in a process a grow started: its job is
+    // itself (and the processes started with it), and its launcher takes an exit without
+    // MPI_Finalize for a crash.
+    transport::MpiLifetime::Release(/*may_finalize=*/!local_teardown() || (left() && joined_));
   }
 }
 
@@ -268,6 +271,10 @@ void Context::SetTransportFailed() {
 }
 
 void Context::CheckUsable() const {
+  if (left()) {
+    Fail(Code::kInvalidUsage, "this rank left the context (starling_context_shrink) and takes part in no more of "
+         "its operations; destroy it");
+  }
   if (aborted()) {
     Fail(Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
   }

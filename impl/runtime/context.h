@@ -90,6 +90,20 @@ struct GrowResult {
   std::string topology;         // how the topology was made
 };
 
+// starling_context_shrink.
+struct ShrinkOptions {
+  int count = 1;             // ranks that leave
+  std::vector<int> ranks;    // those ranks; empty: the last count
+  std::shared_ptr<const topology::Graph> graph;  // null: the current generator over the new size
+  bool weighted = false;
+};
+struct ShrinkResult {
+  int old_rank = 0, old_size = 1, new_rank = 0, new_size = 1;  // new_rank -1: this rank left
+  std::vector<int> old_to_new;  // by old rank: the new rank, or -1 (left)
+  std::vector<int> left;        // old ranks, ascending
+  std::string topology;         // how the topology was made
+};
+
 class Context {
  public:
   // Collective over the communicator. Throws Error.
@@ -201,7 +215,9 @@ class Context {
   void Abort();
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
   // True once destroy must stay local: aborted, or a peer is known to be gone.
-  bool local_teardown() const { return aborted() || peer_failed_.load(std::memory_order_acquire); }
+  bool local_teardown() const {
+    return aborted() || left() || peer_failed_.load(std::memory_order_acquire);
+  }
 
   // --- fault tolerance (ULFM; see transport/mpi/ulfm.h and impl/runtime/repair.cc) ---
   // True when MPI reports failures itself and the context can be repaired.
@@ -220,6 +236,14 @@ class Context {
   // (`attach` runs once the new communicators are in place, on the calling thread).
   // Throws Error; on error the context is unchanged (kPeerFailed: failed).
   GrowResult Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach);
+  // Collective over the current ranks (see starling_context_shrink): the leaving ranks
+  // drop out of the communicator, the others are renumbered in their order and get the
+  // topology; `attach` runs on those once the new communicators are in place. A leaving
+  // rank's context is torn down locally at once (left() is then true and every later
+  // call fails with kInvalidUsage). Throws Error; on error the context is unchanged.
+  ShrinkResult Shrink(const ShrinkOptions& options, const std::function<void(const ShrinkResult&)>& attach);
+  // This rank left the context in a shrink.
+  bool left() const { return left_.load(std::memory_order_acquire); }
   // This process entered the context through a grow (it was spawned by one).
   bool joined() const { return joined_; }
   // starling_context_split's collective step (execution lock held, every rank in
@@ -312,6 +336,19 @@ class Context {
   // In a process spawned by a grow: takes part in its collective half and returns the
   // grown communicator (the caller frees it) and the topology; else MPI_COMM_NULL.
   static MPI_Comm JoinGrow(std::shared_ptr<TopologyState>* topology);
+  // Repair, Grow and Shrink, once every member has its new communicators: installs them
+  // with the new numbering, layout and topology (collective: probes shared memory
+  // again, `why` names the call). Execution lock held.
+  void Renumber(std::unique_ptr<transport::MpiTransport> fresh, transport::Layout layout,
+                std::shared_ptr<TopologyState> topology, const std::string& why);
+  // Checks before a grow or shrink (`call` names it, `verb` says it): not destroyed nor
+  // aborted, usable, not made by a split, ULFM, no windows. destroy_mutex_ held.
+  void CheckResizable(const char* call, const char* verb) const;
+  // Collective: every rank learns whether any rank's options were invalid (`problem`
+  // not empty) or differ from its own (`agreed`: their encoding; `what` names them), and
+  // then each throws kInvalidArgument, so that no rank goes on alone.
+  void AgreeOnOptions(const char* call, const std::string& problem, const std::vector<char>& agreed,
+                      const char* what);
   // Collective (creation, after the layout): probes the same-host pairs (shm_probe.cc).
   void ProbeSharedMemory();
   // Collective, after a repair or grow (`why`) renumbered the ranks: the old result no
@@ -334,6 +371,8 @@ class Context {
   bool split_ = false;
   bool grown_ = false;     // grown, or joined: destroy waits for every member
   bool repaired_ = false;  // repaired: destroy waits for every survivor
+  bool shrunk_ = false;    // shrunk: destroy waits for every member that stayed
+  std::atomic<bool> left_{false};
   bool destroyed_ = false;
   std::mutex destroy_mutex_;
 

@@ -84,13 +84,19 @@ std::unique_lock<std::mutex> Engine::Drain() {
   return lock;
 }
 
+void Engine::RefuseWhenStopped(const Op& op) const {
+  if (!stopping_.load()) return;
+  if (context_.left()) context_.CheckUsable();  // a shrink took this rank out: says so
+  Fail(Code::kShutdown, op.Describe(), ": the context is being destroyed");
+}
+
 std::shared_ptr<Request> Engine::Submit(std::unique_ptr<Op> op) {
   std::shared_ptr<Request> request = op->request;
   if (Timeline* timeline = context_.timeline()) timeline->Instant(op->TimelineLane(), "ENQUEUE");
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    STARLING_CHECK(!stopping_, Code::kShutdown, op->Describe(), ": the context is being destroyed");
+    RefuseWhenStopped(*op);
     STARLING_CHECK(!context_.aborted(), Code::kAborted, op->Describe(),
                    ": the context was aborted (starling_context_abort); destroy it");
     queue_.push_back(std::move(op));
@@ -120,7 +126,7 @@ std::shared_ptr<Request> Engine::Execute(std::unique_ptr<Op> op) {
     std::shared_ptr<Request> request = op->request;
     if (stopping_.load()) {
       exec_mutex_.unlock();
-      Fail(Code::kShutdown, op->Describe(), ": the context is being destroyed");
+      RefuseWhenStopped(*op);
     }
     RunQueued(nullptr);  // earlier submissions first
     RunOne(*op);

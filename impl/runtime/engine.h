@@ -51,6 +51,9 @@ class Engine {
   // Queues `op` and returns its request. Throws Error(kShutdown) after Stop(),
   // Error(kAborted) after Abort().
   std::shared_ptr<Request> Submit(std::unique_ptr<Op> op);
+  // Throws once Stop() ran: kShutdown, or the context's own error when a shrink took
+  // this rank out of it.
+  void RefuseWhenStopped(const Op& op) const;
   // Runs `op` and returns its finished request: on this thread when nothing else is
   // executing (after any queued operations, to keep the order), else via the queue.
   std::shared_ptr<Request> Execute(std::unique_ptr<Op> op);

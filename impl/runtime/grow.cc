@@ -9,7 +9,6 @@
 #include <set>
 
 #include "impl/common/logging.h"
-#include "impl/common/quarantine.h"
 #include "impl/runtime/context.h"
 #include "impl/topology/regenerate.h"
 #include "impl/transport/mpi/spawn.h"
@@ -83,14 +82,6 @@ JoinHeader Decode(const std::vector<char>& in) {
   return h;
 }
 
-// FNV-1a over the options every rank must agree on; never negative (negative values
-// carry errors in the agreement below).
-int Fingerprint(const std::vector<char>& bytes) {
-  uint32_t h = 2166136261u;
-  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  return static_cast<int>(h & 0x7fffffffu);
-}
-
 }  // namespace
 
 MPI_Comm Context::JoinGrow(std::shared_ptr<TopologyState>* topology) {
@@ -120,18 +111,7 @@ MPI_Comm Context::JoinGrow(std::shared_ptr<TopologyState>* topology) {
 
 GrowResult Context::Grow(const GrowOptions& options, const std::function<void(const GrowResult&)>& attach) {
   std::lock_guard<std::mutex> destroy_lock(destroy_mutex_);
-  STARLING_CHECK(!destroyed_, Code::kInvalidHandle, "the context was destroyed");
-  STARLING_CHECK(!aborted(), Code::kAborted, "the context was aborted (starling_context_abort); destroy it");
-  STARLING_CHECK(!split_, Code::kInvalidUsage, "starling_context_grow: this context was made by "
-                 "starling_context_split and cannot grow; grow the context it came from and split that again");
-  STARLING_CHECK(fault_tolerant(), Code::kUnsupported, "starling_context_grow: ", transport::UlfmMissing());
-  if (broken_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(broken_mutex_);
-    Fail(Code::kInvalidUsage, "starling_context_grow: the context failed earlier (", broken_reason_,
-         "); repair it (starling_context_repair) first");
-  }
-  STARLING_CHECK(live_windows_.load() == 0, Code::kInvalidUsage, "starling_context_grow: ", live_windows_.load(),
-                 " window(s) exist; free them before the grow and create them again after it");
+  CheckResizable("starling_context_grow", "grow");
   // Runs what was submitted before, then holds the execution lock: nothing else runs.
   std::unique_lock<std::mutex> exec = engine_->Drain();
 
@@ -188,15 +168,7 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
       access(options.command.c_str(), X_OK) != 0)
     problem = Str("options->command '", options.command, "' is not an executable file (", std::strerror(errno), ")");
   std::vector<char> agreed_bytes = Encode(header);
-  const int mine = problem.empty() ? Fingerprint(agreed_bytes) : -1;
-  const std::vector<int> all = transport_->AllgatherInt(mine);
-  STARLING_CHECK_ARG(problem.empty(), "starling_context_grow: ", problem);
-  for (int r = 0; r < size_; ++r) {
-    STARLING_CHECK_ARG(all[static_cast<size_t>(r)] >= 0, "starling_context_grow: rank ", r,
-                       "'s options are invalid (its own call says why)");
-    STARLING_CHECK_ARG(all[static_cast<size_t>(r)] == mine, "starling_context_grow: rank ", r,
-                       " passed other options (count, ranks, topology or is_weighted must be the same on every rank)");
-  }
+  AgreeOnOptions("starling_context_grow", problem, agreed_bytes, "count, ranks, topology or is_weighted");
 
   // The new order: newcomers where asked, the current ranks in the other places.
   std::vector<bool> taken(static_cast<size_t>(result.new_size), false);
@@ -235,31 +207,12 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   }
 
   {
-    std::lock_guard<std::mutex> lock(notice_mutex_);
-    WithdrawNoticeReceive();
-    std::unique_ptr<transport::MpiTransport> old = std::move(transport_);
-    if (old->abandoned_receives() > 0) Quarantine(std::shared_ptr<transport::MpiTransport>(std::move(old)));
-    transport_ = std::move(fresh);
-  }
-  rank_ = result.new_rank;
-  size_ = result.new_size;
-  grown_ = true;
-  layout_ = std::move(layout);
-  WireTransport();
-  SetLogRank(rank_);
-  ReprobeSharedMemory("starling_context_grow");
-  {
     auto state = std::make_shared<TopologyState>();
     state->graph = std::move(graph);
     state->weighted = header.weighted;
-    std::lock_guard<std::mutex> lock(topology_mutex_);
-    topology_ = std::move(state);
-    machine_topology_.reset();
+    Renumber(std::move(fresh), std::move(layout), std::move(state), "starling_context_grow");
   }
-  sequence_ = 0;
-  notified_.store(false);
-  ClearStallNews();
-  PostNoticeReceive();
+  grown_ = true;
   if (attach) attach(result);
   STARLING_LOG_INFO("context grown: ", result.old_size, " -> ", result.new_size, " ranks (this rank ",
                     result.old_rank, " -> ", result.new_rank, "), topology: ", result.topology);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "impl/common/logging.h"
-#include "impl/common/quarantine.h"
 #include "impl/runtime/context.h"
 #include "impl/topology/regenerate.h"
 #include "impl/transport/mpi/ulfm.h"
@@ -110,45 +109,8 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
     throw;
   }
 
-  // Swap in the new communicators. Receives on the old ones that could not be
-  // withdrawn keep the old transport (and its buffers) alive until the process exits.
-  {
-    std::lock_guard<std::mutex> lock(notice_mutex_);
-    WithdrawNoticeReceive();
-    std::unique_ptr<transport::MpiTransport> old = std::move(transport_);
-    if (old->abandoned_receives() > 0) {
-      Quarantine(std::shared_ptr<transport::MpiTransport>(std::move(old)));
-    }
-    transport_ = std::move(fresh);
-  }
-  rank_ = result.new_rank;
-  size_ = result.new_size;
-  layout_ = std::move(layout);
-  WireTransport();
-  SetLogRank(rank_);
-  ReprobeSharedMemory("starling_context_repair");
-  {
-    std::lock_guard<std::mutex> lock(topology_mutex_);
-    topology_ = std::move(topology);
-    machine_topology_.reset();
-  }
-  sequence_ = 0;
-  notified_.store(false);
-  ClearStallNews();
+  Renumber(std::move(fresh), std::move(layout), std::move(topology), "starling_context_repair");
   repaired_ = true;
-  {
-    std::lock_guard<std::mutex> lock(departures_mutex_);
-    departures_.clear();  // old ranks' numbers
-    any_departure_.store(false);
-  }
-  {
-    std::lock_guard<std::mutex> lock(broken_mutex_);
-    broken_reason_.clear();
-    broken_code_ = Code::kTransport;
-    peer_failed_.store(false, std::memory_order_release);
-    broken_.store(false, std::memory_order_release);
-  }
-  PostNoticeReceive();
   if (attach) attach(result);
   STARLING_LOG_INFO("context repaired: ", result.old_size, " -> ", result.new_size, " ranks (this rank ",
                     result.old_rank, " -> ", result.new_rank, "), topology: ", result.topology);

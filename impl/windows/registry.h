@@ -27,6 +27,9 @@ class Registry {
   // still uses its id, so the sequences never drift apart.
   uint32_t NextId() { return next_id_.fetch_add(1); }
   uint32_t IssuedIds() const { return next_id_.load(); }  // ids below this were issued
+  // After a grow or shrink (no window exists): the ranks start counting again, as a
+  // process that joined does, so that every member gives the next window the same id.
+  void RestartIds() { next_id_.store(1); }
 
   std::atomic<bool> associated_p{false};
   Service service;  // called through Context::ServiceBackground only

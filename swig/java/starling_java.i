@@ -104,14 +104,17 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_probe_args;
 %ignore starling_probe_peers;
 // Fault tolerance (ULFM): starling_fault_tolerant and starling_joined as they are;
-// starling_context_repair and starling_context_grow through starling_java_context_repair
-// and starling_java_context_grow below (their structs carry arrays).
+// starling_context_repair, _grow and _shrink through starling_java_context_repair, _grow
+// and _shrink below (their structs carry arrays).
 %ignore starling_repair_options;
 %ignore starling_repair_result;
 %ignore starling_context_repair;
 %ignore starling_grow_options;
 %ignore starling_grow_result;
 %ignore starling_context_grow;
+%ignore starling_shrink_options;
+%ignore starling_shrink_result;
+%ignore starling_context_shrink;
 // starling_context_split through starling_java_context_split below (options struct).
 %ignore starling_split_options;
 %ignore starling_context_split;
@@ -434,6 +437,37 @@ starling_status_t starling_java_context_grow(starling_context_t ctx, int count, 
   result.joined = joined;
   result.joined_capacity = joined_capacity;
   const starling_status_t status = starling_context_grow(ctx, &options, &result);
+  if (status >= 0 && info) {
+    info[0] = result.old_rank;
+    info[1] = result.old_size;
+    info[2] = result.new_rank;
+    info[3] = result.new_size;
+  }
+  return status;
+}
+%}
+
+// ---- starling_context_shrink
+%inline %{
+/* starling_context_shrink with count, ranks (NULL: the last count) and topology (0: the
+ * current generator, or the induced subgraph) for the Java layer: info[4] = {old_rank,
+ * old_size, new_rank (-1: left), new_size}; old_to_new and left are filled up to their
+ * capacities. */
+starling_status_t starling_java_context_shrink(starling_context_t ctx, int count, const int* ranks,
+                                               starling_topology_t topology, int is_weighted, int* info,
+                                               int* old_to_new, int old_to_new_capacity, int* left,
+                                               int left_capacity) {
+  starling_shrink_options_t options = STARLING_SHRINK_OPTIONS_INIT;
+  options.count = count;
+  options.ranks = ranks;
+  options.topology = topology;
+  options.is_weighted = is_weighted;
+  starling_shrink_result_t result = STARLING_SHRINK_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = old_to_new_capacity;
+  result.left = left;
+  result.left_capacity = left_capacity;
+  const starling_status_t status = starling_context_shrink(ctx, &options, &result);
   if (status >= 0 && info) {
     info[0] = result.old_rank;
     info[1] = result.old_size;

@@ -520,6 +520,9 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_grow_options;
 %ignore starling_grow_result;
 %ignore starling_context_grow;
+%ignore starling_shrink_options;
+%ignore starling_shrink_result;
+%ignore starling_context_shrink;
 %ignore starling_neighbor_allreduce;
 %ignore starling_neighbor_allreduce_nonblocking;
 %ignore starling_neighbor_allgather;
@@ -562,6 +565,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %nothread py_get_peer_stats;
 %nothread py_context_repair;
 %nothread py_context_grow;
+%nothread py_context_shrink;
 
 // ---- helpers: flat Python arguments in place of option structs -----------------------
 %inline %{
@@ -852,6 +856,26 @@ static PyObject* starling_py_list(starling_py_list_fn fn, void* handle, int rank
 
 %}
 
+// Rank lists of grow and shrink (not wrapped: a plain %{ %} block).
+%{
+/* Reads `count` ints (at most `capacity`) from the sequence `seq` into out; 0, or -1 with
+ * ValueError naming `what`. */
+static int starling_py_read_ints(PyObject* seq, int count, int* out, int capacity, const char* what) {
+  const Py_ssize_t n = PySequence_Check(seq) ? PySequence_Size(seq) : -1;
+  if (n < 0 || n > capacity || n != count) {
+    PyErr_Format(PyExc_ValueError, "%s must be a sequence of count (at most %d) ints", what, capacity);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_GetItem(seq, i);
+    out[i] = item ? (int)PyLong_AsLong(item) : -1;
+    Py_XDECREF(item);
+    if (PyErr_Occurred()) return -1;
+  }
+  return 0;
+}
+%}
+
 %inline %{
 static PyObject* py_topology_create(int size, PyObject* sources, PyObject* destinations, PyObject* weights) {
   int *src = NULL, *dst = NULL, ns = 0, nd = 0;
@@ -1047,20 +1071,11 @@ static PyObject* py_context_repair(starling_context_t ctx, starling_topology_t t
   status = starling_context_repair(ctx, &options, &result);
   Py_END_ALLOW_THREADS
   if (status < 0) { starling_py_raise(status); return NULL; }
-  PyObject* mapping = PyList_New(0);
-  PyObject* dropped = PyList_New(0);
-  for (int i = 0; i < result.old_size && i < 4096; ++i) {
-    PyObject* v = PyLong_FromLong(old_to_new[i]);
-    PyList_Append(mapping, v);
-    Py_DECREF(v);
-  }
-  for (int i = 0; i < result.num_failed && i < 4096; ++i) {
-    PyObject* v = PyLong_FromLong(failed[i]);
-    PyList_Append(dropped, v);
-    Py_DECREF(v);
-  }
+  const int dropped = result.num_failed < 4096 ? result.num_failed : 4096;
   return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
-                       result.new_rank, "new_size", result.new_size, "old_to_new", mapping, "failed", dropped);
+                       result.new_rank, "new_size", result.new_size, "old_to_new",
+                       starling_py_int_list(old_to_new, result.old_size < 4096 ? result.old_size : 4096), "failed",
+                       starling_py_int_list(failed, dropped));
 }
 
 /* starling_context_grow: count processes at `ranks` (a list, or None: at the end),
@@ -1077,17 +1092,7 @@ static PyObject* py_context_grow(starling_context_t ctx, int count, PyObject* ra
   int places[1024];
   const char* argv[257];
   if (ranks != Py_None) {
-    const Py_ssize_t n = PySequence_Check(ranks) ? PySequence_Size(ranks) : -1;
-    if (n < 0 || n > 1024 || n != count) {
-      PyErr_SetString(PyExc_ValueError, "ranks must be a sequence of count (at most 1024) ints");
-      return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* item = PySequence_GetItem(ranks, i);
-      places[i] = item ? (int)PyLong_AsLong(item) : -1;
-      Py_XDECREF(item);
-      if (PyErr_Occurred()) return NULL;
-    }
+    if (starling_py_read_ints(ranks, count, places, 1024, "ranks") < 0) return NULL;
     options.ranks = places;
   }
   if (command != Py_None) {
@@ -1118,20 +1123,43 @@ static PyObject* py_context_grow(starling_context_t ctx, int count, PyObject* ra
   status = starling_context_grow(ctx, &options, &result);
   Py_END_ALLOW_THREADS
   if (status < 0) { starling_py_raise(status); return NULL; }
-  PyObject* mapping = PyList_New(0);
-  PyObject* newcomers = PyList_New(0);
-  for (int i = 0; i < result.old_size && i < 4096; ++i) {
-    PyObject* v = PyLong_FromLong(old_to_new[i]);
-    PyList_Append(mapping, v);
-    Py_DECREF(v);
-  }
-  for (int i = 0; i < count && i < 1024; ++i) {
-    PyObject* v = PyLong_FromLong(joined[i]);
-    PyList_Append(newcomers, v);
-    Py_DECREF(v);
-  }
   return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
-                       result.new_rank, "new_size", result.new_size, "old_to_new", mapping, "joined", newcomers);
+                       result.new_rank, "new_size", result.new_size, "old_to_new",
+                       starling_py_int_list(old_to_new, result.old_size < 4096 ? result.old_size : 4096), "joined",
+                       starling_py_int_list(joined, count < 1024 ? count : 1024));
+}
+
+/* starling_context_shrink: `count` ranks leave, those of `ranks` (a list, or None: the
+ * last count), over `topo` (NULL: the current generator, or the induced subgraph).
+ * Returns a dict (old_rank, old_size, new_rank (-1: this rank left), new_size,
+ * old_to_new, left). Runs without the GIL: it waits for the other ranks. */
+static PyObject* py_context_shrink(starling_context_t ctx, int count, PyObject* ranks, starling_topology_t topo,
+                                   int is_weighted) {
+  starling_shrink_options_t options = STARLING_SHRINK_OPTIONS_INIT;
+  options.count = count;
+  options.topology = topo;
+  options.is_weighted = is_weighted;
+  int leaving[4096];
+  if (ranks != Py_None) {
+    if (starling_py_read_ints(ranks, count, leaving, 4096, "ranks") < 0) return NULL;
+    options.ranks = leaving;
+  }
+  int old_to_new[4096], left[4096];
+  starling_shrink_result_t result = STARLING_SHRINK_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = 4096;
+  result.left = left;
+  result.left_capacity = 4096;
+  starling_status_t status;
+  Py_BEGIN_ALLOW_THREADS
+  status = starling_context_shrink(ctx, &options, &result);
+  Py_END_ALLOW_THREADS
+  if (status < 0) { starling_py_raise(status); return NULL; }
+  const int gone = result.old_size - result.new_size;
+  return Py_BuildValue("{sisisisisNsN}", "old_rank", result.old_rank, "old_size", result.old_size, "new_rank",
+                       result.new_rank, "new_size", result.new_size, "old_to_new",
+                       starling_py_int_list(old_to_new, result.old_size < 4096 ? result.old_size : 4096), "left",
+                       starling_py_int_list(left, gone < 4096 ? gone : 4096));
 }
 
 static PyObject* py_get_stats(starling_context_t ctx) {

@@ -12,12 +12,16 @@
 //               mpirun's status 0 (a newcomer that saw a failure must exit cleanly)
 //   replace_two rank 1 and the last rank die; the survivors grow by two processes
 //               placed at ranks {size - 1, 1} (started in that order)
-// Then every member (survivors and the newcomer) checks exact results over the grown
+//   resize      no failure, 4 ranks: ranks 1 and 3 leave (starling_context_shrink),
+//               the 2 that stay check exact results, then grow by 3 at the end (5);
+//               the ranks that left print LEFT and exit 0 at once
+// Then every member (survivors and the newcomers) checks exact results over the grown
 // context: allreduce, neighbor_allreduce, a window created after the grow (put +
 // update), and the newcomer pulls the "parameters" of rank 0 with one broadcast and
 // must hold them bit for bit. Lines for the driver:
-//   MEMBER rank=R joined=J ok=1 grow_s=D size=N
+//   MEMBER rank=R joined=J ok=1 grow_s=D shrink_s=D size=N
 //   MEMBER rank=R joined=J ok=0 reason=...
+//   LEFT rank=R shrink_s=D   (resize: a rank that left)
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,9 +51,9 @@ using fault_support::Tensor;
 double Parameter(size_t i) { return std::sin(0.37 * static_cast<double>(i) + 1.0) * 1e3 + 1.0 / 3.0; }
 
 // Exact results over the grown context (x_r = r + 1 on rank r).
-void CheckGrown(starling_context_t ctx, int joined) {
-  // Members and newcomers alike: the shared-memory probe ran again over the grown ranks.
-  fault_support::ExpectShmProbedAgain(ctx, "the grow");
+void CheckGrown(starling_context_t ctx, int joined, const char* after = "the grow") {
+  // Members and newcomers alike: the shared-memory probe ran again over the new ranks.
+  fault_support::ExpectShmProbedAgain(ctx, after);
   int rank = 0, size = 0;
   starling_rank(ctx, &rank);
   starling_size(ctx, &size);
@@ -90,6 +94,51 @@ void CheckGrown(starling_context_t ctx, int joined) {
   Expect(starling_window_free(win) == STARLING_SUCCESS, "window_free");
 }
 
+// resize, 4 ranks: ranks 1 and 3 leave. Those print LEFT and return true (exit now);
+// the two that stay are renumbered 0 -> 0, 2 -> 1, check exact results over the shrunk
+// context, and return false (*rank and *size updated) to grow to 5.
+double g_shrink_s = 0.0;  // how long the shrink took here
+
+bool ShrinkAndLeave(starling_context_t ctx, int* rank, int* size) {
+  Expect(*size == 4, "resize runs at 4 ranks");
+  const int leaving[2] = {1, 3};
+  starling_shrink_options_t options = STARLING_SHRINK_OPTIONS_INIT;
+  options.count = 2;
+  options.ranks = leaving;
+  int old_to_new[4] = {}, left[2] = {};
+  starling_shrink_result_t result = STARLING_SHRINK_RESULT_INIT;
+  result.old_to_new = old_to_new;
+  result.old_to_new_capacity = 4;
+  result.left = left;
+  result.left_capacity = 2;
+  const double start = Mono();
+  Expect(starling_context_shrink(ctx, &options, &result) == STARLING_SUCCESS,
+         std::string("shrink: ") + starling_last_error());
+  g_shrink_s = Mono() - start;
+  Expect(result.old_rank == *rank && result.old_size == 4 && result.new_size == 2, "shrink sizes");
+  Expect(old_to_new[0] == 0 && old_to_new[1] == -1 && old_to_new[2] == 1 && old_to_new[3] == -1, "shrink old_to_new");
+  Expect(left[0] == 1 && left[1] == 3, "shrink left");
+  if (*rank == 1 || *rank == 3) {
+    Expect(result.new_rank == -1, "a leaving rank's new_rank");
+    // The context is left: calls fail with INVALID_USAGE, destroy is local.
+    Tensor x(10, 1.0), y(10);
+    Expect(starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "after leaving") == STARLING_ERR_INVALID_USAGE,
+           "an allreduce after leaving did not fail with INVALID_USAGE");
+    Expect(std::strstr(starling_last_error(), "left the context") != nullptr,
+           std::string("the error after leaving: ") + starling_last_error());
+    Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy after leaving");
+    std::printf("LEFT rank=%d shrink_s=%.3f\n", *rank, g_shrink_s);
+    std::fflush(stdout);
+    return true;
+  }
+  Expect(result.new_rank == *rank / 2, "a staying rank's new_rank");
+  starling_rank(ctx, rank);
+  starling_size(ctx, size);
+  Expect(*rank == result.new_rank && *size == 2, "rank/size after shrink");
+  CheckGrown(ctx, /*joined=*/0, "the shrink");
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,11 +157,12 @@ int main(int argc, char** argv) {
   try {
     if (!joined) {
       Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" ||
-                 scenario == "replace_two" || scenario == "replace_then_fail",
+                 scenario == "replace_two" || scenario == "replace_then_fail" || scenario == "resize",
              "unknown scenario");
       int tolerant = 0;
       Expect(starling_fault_tolerant(ctx, &tolerant) == STARLING_SUCCESS && tolerant == 1, "fault_tolerant");
-      const bool replace = scenario != "append";
+      if (scenario == "resize" && ShrinkAndLeave(ctx, &rank, &size)) return 0;
+      const bool replace = scenario != "append" && scenario != "resize";
       if (replace) {
         // The victims die once out of a barrier (as in replace_then_fail below): a rank
         // killed as soon as its creation returned failed another rank's creation.
@@ -141,7 +191,7 @@ int main(int argc, char** argv) {
       int current = 0;
       starling_size(ctx, &current);
       starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
-      const int two = scenario == "replace_two" ? 2 : 1;
+      const int two = scenario == "replace_two" ? 2 : scenario == "resize" ? 3 : 1;
       const int places[2] = {two == 2 ? size - 1 : 1, 1};  // the grown context has `size` ranks again
       options.count = two;
       if (replace) options.ranks = places;
@@ -150,7 +200,7 @@ int main(int argc, char** argv) {
         Expect(starling_topology_ring(current + 1, STARLING_RING_BIDIRECTIONAL, &ring) == STARLING_SUCCESS, "ring");
         options.topology = ring;
       }
-      int old_to_new[64], newcomers[4];
+      int old_to_new[64], newcomers[4] = {};
       starling_grow_result_t result = STARLING_GROW_RESULT_INIT;
       result.old_to_new = old_to_new;
       result.old_to_new_capacity = 64;
@@ -162,7 +212,7 @@ int main(int argc, char** argv) {
       if (ring != nullptr) starling_topology_free(ring);
       Expect(result.old_size == current && result.new_size == current + two, "grow sizes");
       for (int i = 0; i < two; ++i)
-        Expect(newcomers[i] == (replace ? places[i] : current),
+        Expect(newcomers[i] == (replace ? places[i] : current + i),
                "newcomer " + std::to_string(i) + " at " + std::to_string(newcomers[i]));
       // The current ranks fill the places left, in their order.
       std::vector<int> free_places;
@@ -176,7 +226,8 @@ int main(int argc, char** argv) {
       starling_size(ctx, &size);
       Expect(rank == result.new_rank && size == grown_size, "rank/size after grow");
     } else {
-      const bool placed = scenario == "append" ? rank == size - 1
+      const bool placed = scenario == "append"   ? rank == size - 1
+                          : scenario == "resize" ? rank >= 2
                           : scenario == "replace_two" ? (rank == 1 || rank == size - 1) : rank == 1;
       Expect(placed, "newcomer's rank " + std::to_string(rank));
     }
@@ -210,8 +261,8 @@ int main(int argc, char** argv) {
       Expect(sum.data[0] == size * (size + 1) / 2.0, "allreduce sum after the second repair");
     }
     Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
-    std::printf("MEMBER rank=%d first_rank=%d joined=%d ok=1 grow_s=%.3f size=%d\n", rank, first_rank, joined, grow_s,
-                size);
+    std::printf("MEMBER rank=%d first_rank=%d joined=%d ok=1 grow_s=%.3f shrink_s=%.3f size=%d\n", rank, first_rank,
+                joined, grow_s, g_shrink_s, size);
     std::fflush(stdout);
     return 0;
   } catch (const Failure& f) {

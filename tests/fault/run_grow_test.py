@@ -3,7 +3,8 @@
 
 Checks: the job ends (under timeout) with status 0, exactly one MEMBER line per member
 of the grown context with ok=1, exactly --joined of them from processes that joined
-(joined=1), and their ranks are 0..size-1 once each. Prints the time the grow took.
+(joined=1), and their ranks are 0..size-1 once each; with --left, that many LEFT lines
+(ranks that left in a shrink). Prints the time the grow took.
 
 A job that fails with one of the launcher's own errors (LAUNCHER_DEFECTS: Open MPI 5.0's
 PRRTE loses a spawned job under load, before or after Starling's code runs; the library
@@ -49,6 +50,9 @@ def attempt(command, env, args):
     joined = sum(m.get("joined") == "1" for m in members)
     if joined != args.joined:
         problems.append(f"{joined} member(s) joined, expected {args.joined}")
+    left = [line for line in run.stdout.splitlines() if line.startswith("LEFT ")]
+    if len(left) != args.left:
+        problems.append(f"{len(left)} rank(s) left, expected {args.left}")
     return run, took, members, problems
 
 
@@ -60,6 +64,7 @@ def main():
     parser.add_argument("--scenario", required=True, help="the program's last argument ('': none)")
     parser.add_argument("--members", type=int, required=True, help="size of the grown context")
     parser.add_argument("--joined", type=int, default=1)
+    parser.add_argument("--left", type=int, default=0, help="ranks that leave in a shrink")
     parser.add_argument("--limit", type=int, default=60)
     args = parser.parse_args()
 

@@ -1,8 +1,9 @@
-// starling_context_grow's refusals, where nothing is spawned: bad arguments, options
-// that differ between ranks, windows alive, a program that cannot start; without ULFM
-// (Debian's Open MPI 4.1) grow is UNSUPPORTED saying what is needed. After each refusal
-// the context still works (exact allreduce). tests/fault runs it under ULFM too; the
-// grows themselves are tested by tests/fault/grow_program.cc.
+// starling_context_grow's and starling_context_shrink's refusals, where nothing is
+// spawned and no rank leaves: bad arguments, options that differ between ranks, windows
+// alive, a program that cannot start; without ULFM (Debian's Open MPI 4.1) both are
+// UNSUPPORTED saying what is needed. After each refusal the context still works (exact
+// allreduce). tests/fault runs it under ULFM too; the resizes themselves are tested by
+// tests/fault/grow_program.cc.
 #include <string>
 #include <vector>
 
@@ -128,6 +129,68 @@ TEST_F(Grow, CollectiveChecks) {
   opts.command = "/nonexistent/starling-replacement";
   EXPECT_ERROR(starling_context_grow(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT,
                rank == 0 ? "not an executable file" : "rank 0's options are invalid");
+  ExpectUsable();
+}
+
+TEST_F(Grow, ShrinkLocalChecks) {
+  EXPECT_ERROR(starling_context_shrink(nullptr, nullptr, nullptr), STARLING_ERR_INVALID_HANDLE, "");
+  starling_shrink_options_t opts = STARLING_SHRINK_OPTIONS_INIT;
+  opts.struct_size = 2;
+  EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT,
+               "STARLING_SHRINK_OPTIONS_INIT");
+  opts = STARLING_SHRINK_OPTIONS_INIT;
+  opts.is_weighted = 2;
+  EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "is_weighted");
+  opts = STARLING_SHRINK_OPTIONS_INIT;
+  opts.topology = reinterpret_cast<starling_topology_t>(uintptr_t{4242});
+  EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_HANDLE, "topology");
+  starling_shrink_result_t out = STARLING_SHRINK_RESULT_INIT;
+  out.left_capacity = 2;  // with a NULL array
+  EXPECT_ERROR(starling_context_shrink(ctx, nullptr, &out), STARLING_ERR_INVALID_ARGUMENT, "left");
+  out = STARLING_SHRINK_RESULT_INIT;
+  out.struct_size = 5;
+  EXPECT_ERROR(starling_context_shrink(ctx, nullptr, &out), STARLING_ERR_INVALID_ARGUMENT,
+               "STARLING_SHRINK_RESULT_INIT");
+  Buffer w(Kind::kF64, {4});
+  starling_window_t win;
+  ASSERT_OK(starling_window_create(ctx, &w.t, "shrink_blocker", 0, &win));
+  EXPECT_ERROR(starling_context_shrink(ctx, nullptr, nullptr), STARLING_ERR_INVALID_USAGE, "shrink_blocker");
+  ASSERT_OK(starling_window_free(win));
+  if (!FaultTolerant()) {
+    EXPECT_ERROR(starling_context_shrink(ctx, nullptr, nullptr), STARLING_ERR_UNSUPPORTED, "--with-ft ulfm");
+  }
+  ExpectUsable();
+}
+
+// Under ULFM: the collective checks refuse on every rank, and no rank leaves.
+TEST_F(Grow, ShrinkCollectiveChecks) {
+  if (!FaultTolerant()) GTEST_SKIP() << "needs ULFM (tests/fault runs this under mpirun --with-ft ulfm)";
+  starling_shrink_options_t opts = STARLING_SHRINK_OPTIONS_INIT;
+  opts.count = 0;
+  EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "count must be in");
+  opts.count = size;  // nobody would stay
+  EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "at least one rank stays");
+  if (size > 1) {
+    opts = STARLING_SHRINK_OPTIONS_INIT;
+    int leaving = size;
+    opts.ranks = &leaving;
+    EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "not in [0,");
+    leaving = rank;  // each rank names itself: the options differ
+    EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "other options");
+  }
+  if (size > 2) {
+    opts = STARLING_SHRINK_OPTIONS_INIT;
+    int twice[2] = {1, 1};
+    opts.count = 2;
+    opts.ranks = twice;
+    EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "given twice");
+    starling_topology_t ring;  // over the current size, not size - 1
+    ASSERT_OK(starling_topology_ring(size, STARLING_RING_BIDIRECTIONAL, &ring));
+    opts = STARLING_SHRINK_OPTIONS_INIT;
+    opts.topology = ring;
+    EXPECT_ERROR(starling_context_shrink(ctx, &opts, nullptr), STARLING_ERR_INVALID_ARGUMENT, "stay");
+    ASSERT_OK(starling_topology_free(ring));
+  }
   ExpectUsable();
 }
 

@@ -46,3 +46,21 @@ def test_grow_refusals(ctx):
     with pytest.raises(starling.InvalidArgumentError, match="not in"):
         ctx.grow(ranks=[SIZE + 1])
     assert ctx.rank == RANK and ctx.size == SIZE
+
+
+def test_shrink_and_resize_refusals(ctx):
+    with pytest.raises(ValueError, match="count"):
+        ctx.shrink(count=2, ranks=[0])  # ranks must have count entries: refused before the C call
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        ctx.resize(0)
+    assert ctx.resize(SIZE) is None  # the same size: nothing to do, nothing collective
+    if not ctx.fault_tolerant:
+        with pytest.raises(starling.UnsupportedError, match="needs (Open MPI 5 with ULFM|ULFM enabled for the job)"):
+            ctx.shrink()
+        assert ctx.rank == RANK and ctx.size == SIZE
+        return
+    with pytest.raises(starling.InvalidArgumentError, match="count must be in"):
+        ctx.shrink(count=SIZE)
+    with pytest.raises(starling.InvalidArgumentError, match="not in"):
+        ctx.shrink(ranks=[SIZE])
+    assert ctx.rank == RANK and ctx.size == SIZE

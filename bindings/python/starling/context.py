@@ -227,6 +227,42 @@ class Context:
         self._in_neighbors = self._out_neighbors = None
         return result
 
+    def shrink(self, count: int = 1, ranks: Optional[Sequence[int]] = None, topology: Any = None,
+               weighted: bool = False) -> Dict[str, Any]:
+        """`count` ranks leave the context (starling_context_shrink; needs ULFM, else
+        UnsupportedError): those of `ranks` (None: the last `count`). Collective over the
+        current ranks, which pass the same count, ranks and topology. The others are
+        renumbered in their order and get `topology` (over the new size; None: the
+        current generator, or the subgraph they induce). No window may exist
+        (InvalidUsageError). Returns {"old_rank", "old_size", "new_rank", "new_size",
+        "old_to_new", "left"}. On a rank that leaves, new_rank is -1 and the context is
+        closed here (locally): the process takes part in nothing more and may exit."""
+        topo = None if topology is None else as_topology(topology)
+        result = _core.py_context_shrink(self._handle, int(count),
+                                         None if ranks is None else [int(r) for r in ranks],
+                                         None if topo is None else topo._handle, int(bool(weighted)))
+        self._in_neighbors = self._out_neighbors = None
+        if result["new_rank"] < 0:
+            self.close()  # local: the core tore this rank's side down already
+        else:
+            self._rank = result["new_rank"]
+            self._size = result["new_size"]
+        return result
+
+    def resize(self, size: int, **options: Any) -> Optional[Dict[str, Any]]:
+        """Resizes the context to `size` ranks: shrink(old size - size) when smaller (the
+        last ranks leave), grow(size - old size) when larger (at the end), both with
+        `options` (topology, weighted; grow's command and args); None when the size is
+        the same. Collective; needs ULFM."""
+        size = int(size)
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        if size < self._size:
+            return self.shrink(self._size - size, **options)
+        if size > self._size:
+            return self.grow(size - self._size, **options)
+        return None
+
     @property
     def joined(self) -> bool:
         """True when this process entered the context through another job's grow()

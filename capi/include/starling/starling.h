@@ -405,6 +405,74 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx,
                                                      const starling_grow_options_t* options,
                                                      starling_grow_result_t* out);
 
+/* Resize on demand (ULFM), the other way: chosen ranks leave a running context, e.g. to
+ * hand machines back, and the others go on with fewer ranks. With starling_context_grow
+ * it resizes a job both ways (4 -> 2 -> 5 in one job: tests/fault, resize).
+ * Options of starling_context_shrink (struct_size rule, as the context options). Every
+ * rank passes the same count, ranks, topology and is_weighted (checked: a mismatch is
+ * INVALID_ARGUMENT on every rank). */
+typedef struct starling_shrink_options {
+  size_t struct_size;          /* sizeof(starling_shrink_options_t) */
+  int count;                   /* ranks that leave, in [1, size - 1] */
+  /* [count]: the ranks that leave, distinct, in [0, size). NULL: the last count ranks.
+   * BORROWED. */
+  const int* ranks;
+  /* The topology over the ranks that stay (size - count). NULL: the current topology's
+   * generator over the new size when it is one of those starling_context_repair
+   * regenerates, otherwise the subgraph the staying ranks induce (renumbered, as a
+   * repair does). BORROWED. */
+  starling_topology_t topology;
+  int is_weighted;             /* with topology: as in starling_set_topology */
+} starling_shrink_options_t;
+
+#define STARLING_SHRINK_OPTIONS_INIT { sizeof(starling_shrink_options_t), 1, NULL, NULL, 0 }
+
+/* What starling_context_shrink did. Arrays are the caller's, filled up to their
+ * capacity (NULL with capacity 0: not wanted). */
+typedef struct starling_shrink_result {
+  size_t struct_size;      /* sizeof(starling_shrink_result_t) */
+  int old_rank;
+  int old_size;
+  int new_rank;            /* -1: this rank left */
+  int new_size;            /* old_size - count */
+  int* old_to_new;         /* [old_size]: old rank -> new rank, -1 for a rank that left */
+  int old_to_new_capacity;
+  int* left;               /* [count]: the ranks that left, ascending (old numbering) */
+  int left_capacity;
+} starling_shrink_result_t;
+
+#define STARLING_SHRINK_RESULT_INIT { sizeof(starling_shrink_result_t), 0, 0, 0, 0, NULL, 0, NULL, 0 }
+
+/* Shrinks the context: options->count ranks leave it. Collective over the current
+ * ranks; no other call on the context may run meanwhile, and every operation submitted
+ * before it completes first.
+ * - The ranks that stay are renumbered in their old order (out->old_to_new), the
+ *   topology is installed (see the options; the machine topology and dynamic schedules'
+ *   state are dropped, set them again) and operations then run over them alone.
+ * - On a rank that leaves, the call returns STARLING_SUCCESS with out->new_rank = -1 and
+ *   the context is left: every later call on it fails with INVALID_USAGE, and
+ *   starling_context_destroy is local. The process then takes part in no more of the
+ *   job's Starling calls; it may exit at once, with any status the program chooses
+ *   (MPI is not finalized there, since Open MPI's MPI_Finalize waits for every process
+ *   of the job; neither is it on the ranks that stay, as after a repair). A process
+ *   that a grow started finalizes when it leaves, which waits for the processes started
+ *   with it.
+ * - Windows: none may exist (INVALID_USAGE naming them): free them before the shrink
+ *   and create them again after it.
+ * - Needs ULFM (`mpirun --with-ft ulfm` or `starlingrun --fault-tolerant`): else
+ *   UNSUPPORTED saying what is needed; a context made by starling_context_split cannot
+ *   shrink (INVALID_USAGE). The context must be usable: after a PEER_FAILED, repair it
+ *   first (INVALID_USAGE).
+ * - If a rank fails during the shrink, every rank gets PEER_FAILED and the context is
+ *   as before (failed: repair it).
+ * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count not
+ * in [1, size - 1], ranks out of range or repeated, a topology of the wrong size, options
+ * that differ between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED,
+ * PEER_FAILED. */
+STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
+                                                       const starling_shrink_options_t* options,
+                                                       starling_shrink_result_t* out);
+
 /* *out = 1 when this process entered ctx through a starling_context_grow of a running
  * job (it was started by it), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 STARLING_API starling_status_t starling_joined(starling_context_t ctx, int* out);

@@ -163,6 +163,40 @@ end
 starling_grow_result_t(; struct_size=sizeof(starling_grow_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, old_to_new=C_NULL, old_to_new_capacity=0, joined=C_NULL, joined_capacity=0) =
     starling_grow_result_t(struct_size, old_rank, old_size, new_rank, new_size, old_to_new, old_to_new_capacity, joined, joined_capacity)
 
+# Resize on demand (ULFM), the other way: chosen ranks leave a running context, e.g. to
+# hand machines back, and the others go on with fewer ranks. With starling_context_grow
+# it resizes a job both ways (4 -> 2 -> 5 in one job: tests/fault, resize).
+# Options of starling_context_shrink (struct_size rule, as the context options). Every
+# rank passes the same count, ranks, topology and is_weighted (checked: a mismatch is
+# INVALID_ARGUMENT on every rank).
+struct starling_shrink_options_t
+    struct_size::Csize_t
+    count::Cint
+    ranks::Ptr{Cint}
+    topology::starling_topology_t
+    is_weighted::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_shrink_options_t(; struct_size=sizeof(starling_shrink_options_t), count=1, ranks=C_NULL, topology=C_NULL, is_weighted=0) =
+    starling_shrink_options_t(struct_size, count, ranks, topology, is_weighted)
+
+# What starling_context_shrink did. Arrays are the caller's, filled up to their
+# capacity (NULL with capacity 0: not wanted).
+struct starling_shrink_result_t
+    struct_size::Csize_t
+    old_rank::Cint
+    old_size::Cint
+    new_rank::Cint
+    new_size::Cint
+    old_to_new::Ptr{Cint}
+    old_to_new_capacity::Cint
+    left::Ptr{Cint}
+    left_capacity::Cint
+end
+# Defaults of the C initializer macro; struct_size is set.
+starling_shrink_result_t(; struct_size=sizeof(starling_shrink_result_t), old_rank=0, old_size=0, new_rank=0, new_size=0, old_to_new=C_NULL, old_to_new_capacity=0, left=C_NULL, left_capacity=0) =
+    starling_shrink_result_t(struct_size, old_rank, old_size, new_rank, new_size, old_to_new, old_to_new_capacity, left, left_capacity)
+
 # Options of starling_context_split: initialize with STARLING_SPLIT_OPTIONS_INIT.
 struct starling_split_options_t
     struct_size::Csize_t
@@ -541,6 +575,36 @@ end
 # TIMEOUT, TRANSPORT.
 function starling_context_grow(ctx, options, out)
     ccall((:starling_context_grow, libstarling), starling_status_t, (starling_context_t, Ptr{starling_grow_options_t}, Ptr{starling_grow_result_t}), ctx, options, out)
+end
+
+# Shrinks the context: options->count ranks leave it. Collective over the current
+# ranks; no other call on the context may run meanwhile, and every operation submitted
+# before it completes first.
+# - The ranks that stay are renumbered in their old order (out->old_to_new), the
+#   topology is installed (see the options; the machine topology and dynamic schedules'
+#   state are dropped, set them again) and operations then run over them alone.
+# - On a rank that leaves, the call returns STARLING_SUCCESS with out->new_rank = -1 and
+#   the context is left: every later call on it fails with INVALID_USAGE, and
+#   starling_context_destroy is local. The process then takes part in no more of the
+#   job's Starling calls; it may exit at once, with any status the program chooses
+#   (MPI is not finalized there, since Open MPI's MPI_Finalize waits for every process
+#   of the job; neither is it on the ranks that stay, as after a repair). A process
+#   that a grow started finalizes when it leaves, which waits for the processes started
+#   with it.
+# - Windows: none may exist (INVALID_USAGE naming them): free them before the shrink
+#   and create them again after it.
+# - Needs ULFM (`mpirun --with-ft ulfm` or `starlingrun --fault-tolerant`): else
+#   UNSUPPORTED saying what is needed; a context made by starling_context_split cannot
+#   shrink (INVALID_USAGE). The context must be usable: after a PEER_FAILED, repair it
+#   first (INVALID_USAGE).
+# - If a rank fails during the shrink, every rank gets PEER_FAILED and the context is
+#   as before (failed: repair it).
+# out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count not
+# in [1, size - 1], ranks out of range or repeated, a topology of the wrong size, options
+# that differ between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED,
+# PEER_FAILED.
+function starling_context_shrink(ctx, options, out)
+    ccall((:starling_context_shrink, libstarling), starling_status_t, (starling_context_t, Ptr{starling_shrink_options_t}, Ptr{starling_shrink_result_t}), ctx, options, out)
 end
 
 # out = 1 when this process entered ctx through a starling_context_grow of a running

@@ -28,7 +28,7 @@ import .LibStarling
 const L = LibStarling
 
 export Context, Request, StarlingError, Topology, Schedule, Window
-export abort!, abandon!, fault_tolerant, repair!, grow!, joined
+export abort!, abandon!, fault_tolerant, repair!, grow!, shrink!, joined
 export local_rank, local_size, machine_rank, machine_size, is_homogeneous, stats, peer_stats, probe_peers
 export gpu_path, set_cuda_stream!, cuda_stream
 export timeline_enabled, timeline_start_activity, timeline_end_activity, timeline_activity

@@ -77,3 +77,40 @@ function grow!(ctx::Context; count::Integer=1, ranks::Union{Nothing,AbstractVect
     return (old_rank=Int(r.old_rank), old_size=Int(r.old_size), new_rank=Int(r.new_rank), new_size=Int(r.new_size),
             old_to_new=Int.(old_to_new[1:Int(r.old_size)]), joined=Int.(newcomers))
 end
+
+"""
+    shrink!(ctx; count=1, ranks=nothing, topology=nothing, weighted=false)
+
+`count` ranks leave the context (collective over the current ranks; needs ULFM, else
+`StarlingError` UNSUPPORTED): those of `ranks` (0-based; default: the last `count`). The
+others are renumbered in their order and get `topology` (over the new size; default:
+the current generator, or the subgraph they induce). No window may exist. On a rank
+that stays, updates `ctx.rank`/`ctx.size`; on a rank that leaves, `new_rank` is -1, the
+context takes part in nothing more (calls throw INVALID_USAGE; `close` is local) and
+the process may exit. Returns `(old_rank, old_size, new_rank, new_size, old_to_new,
+left)` with 0-based ranks.
+"""
+function shrink!(ctx::Context; count::Integer=1, ranks::Union{Nothing,AbstractVector{<:Integer}}=nothing,
+                 topology::Union{Nothing,Topology}=nothing, weighted::Bool=false)
+    leaving = ranks === nothing ? Cint[] : Cint.(ranks)
+    ranks !== nothing && length(leaving) != count && throw(ArgumentError("ranks must have count ($count) entries"))
+    old_to_new = Vector{Cint}(undef, ctx.size)
+    left = Vector{Cint}(undef, clamp(Int(count), 0, ctx.size))
+    result = Ref(L.starling_shrink_result_t())
+    GC.@preserve leaving topology old_to_new left begin
+        options = Ref(L.starling_shrink_options_t(; count=Cint(count),
+                                                    ranks=ranks === nothing ? C_NULL : pointer(leaving),
+                                                    topology=topology === nothing ? C_NULL : handle(topology),
+                                                    is_weighted=Cint(weighted)))
+        result[] = L.starling_shrink_result_t(; old_to_new=pointer(old_to_new), old_to_new_capacity=Cint(length(old_to_new)),
+                                               left=pointer(left), left_capacity=Cint(length(left)))
+        check(L.starling_context_shrink(ctx.handle, options, result))
+    end
+    r = result[]
+    if r.new_rank >= 0
+        ctx.rank = Int(r.new_rank)
+        ctx.size = Int(r.new_size)
+    end
+    return (old_rank=Int(r.old_rank), old_size=Int(r.old_size), new_rank=Int(r.new_rank), new_size=Int(r.new_size),
+            old_to_new=Int.(old_to_new[1:Int(r.old_size)]), left=Int.(left[1:Int(r.old_size - r.new_size)]))
+end

@@ -253,6 +253,43 @@ def grow(count: int = 1, ranks: Optional[List[int]] = None, topology: Optional[n
     return result
 
 
+def shrink(count: int = 1, ranks: Optional[List[int]] = None, topology: Optional[nx.DiGraph] = None,
+           is_weighted: bool = False) -> Dict[str, Any]:
+    """Starling's addition: every current rank calls shrink() and `count` ranks leave the
+    job (those of `ranks`; None: the last `count`), e.g. to hand machines back. The
+    others are renumbered in their order and train on over `topology` (None: the current
+    generator over the new size). No window may exist. Returns {"old_rank", "old_size",
+    "new_rank", "new_size", "old_to_new", "left"}; on a rank that left, new_rank is -1
+    and Starling is shut down there (locally): exit the process. Collective over the
+    current ranks; needs ULFM (`starlingrun --fault-tolerant`)."""
+    context = S.require_context()
+    for request in list(S.handles.values()):
+        request.wait()
+    S.handles.clear()
+    result = context.shrink(count, ranks, topology, is_weighted)
+    if result["new_rank"] < 0:
+        shutdown()  # local: the context is closed already
+        return result
+    _adopt_topology(context)
+    S.in_machine_ranks, S.out_machine_ranks = [], []  # the machine topology is dropped
+    S.repairs += 1  # optimizers start their next communication afresh
+    return result
+
+
+def resize(new_size: int, topology: Optional[nx.DiGraph] = None, is_weighted: bool = False) -> Optional[Dict[str, Any]]:
+    """Starling's addition: resizes the job to `new_size` ranks, collectively:
+    shrink() of the last ranks when smaller, grow() at the end when larger (the
+    newcomers run this same script); None when the size is the same."""
+    current = size()
+    if new_size < 1:
+        raise ValueError(f"new_size must be >= 1, got {new_size}")
+    if new_size < current:
+        return shrink(current - new_size, topology=topology, is_weighted=is_weighted)
+    if new_size > current:
+        return grow(new_size - current, topology=topology, is_weighted=is_weighted)
+    return None
+
+
 def joined() -> bool:
     """Starling's addition: True in a process that joined a running job through grow()."""
     return S.require_context().joined
@@ -933,7 +970,7 @@ from .win_ops import *  # noqa: E402,F401,F403
 from .win_ops import __all__ as _win_names  # noqa: E402
 
 __all__ = [
-    "init", "is_initialized", "shutdown", "abort", "repair", "grow", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
+    "init", "is_initialized", "shutdown", "abort", "repair", "grow", "shrink", "resize", "joined", "fault_tolerant", "size", "local_size", "rank", "local_rank", "machine_size", "machine_rank",
     "load_topology", "set_topology", "load_machine_topology", "set_machine_topology",
     "in_neighbor_ranks", "out_neighbor_ranks", "in_neighbor_machine_ranks", "out_neighbor_machine_ranks",
     "mpi_threads_supported", "unified_mpi_window_model_supported", "nccl_built", "is_homogeneous",

@@ -45,7 +45,7 @@ public final class Context implements AutoCloseable {
   }
 
   final long handle;
-  private volatile int size;  // changes only through repair() and grow()
+  private volatile int size;  // changes only through repair(), grow() and shrink()
   private boolean closed;
   final Map<Long, Window> windows = new ConcurrentHashMap<>();
 
@@ -731,6 +731,52 @@ public final class Context implements AutoCloseable {
         joinedRanks, count);
     size = info[3];
     return new GrowResult(info[0], info[1], info[2], info[3], oldToNew, joinedRanks);
+  }
+
+  /**
+   * Shrinks the context: {@code count} ranks leave it (starling_context_shrink; Open MPI 5
+   * with ULFM), those of {@code ranks} (null: the last {@code count}). Collective over the
+   * current ranks; no window may exist. The ranks that stay are renumbered in their order
+   * and get the current generator over the new size (or the subgraph they induce). On a
+   * rank that leaves, the result's {@link ShrinkResult#leftThisRank()} is true and the
+   * context is left: every later call throws INVALID_USAGE, {@link #close()} is local,
+   * and the process should exit (MPI is not finalized). Throws StarlingException:
+   * UNSUPPORTED without ULFM, INVALID_ARGUMENT for bad counts or ranks (on every rank),
+   * INVALID_USAGE while windows exist or after an unrepaired failure.
+   */
+  public ShrinkResult shrink(int count, int[] ranks) {
+    return shrinkWith(count, ranks, 0, false);
+  }
+
+  /** As {@link #shrink(int, int[])}, installing {@code topology} (over the ranks that stay). */
+  public ShrinkResult shrink(int count, int[] ranks, Topology topology, boolean weighted) {
+    return shrinkWith(count, ranks, Check.notNull(topology, "topology").handle, weighted);
+  }
+
+  /**
+   * Resizes the context to {@code newSize} ranks: a {@link #shrink(int, int[])} of the last
+   * ranks when smaller, a {@link #grow(int, int[])} at the end when larger (both
+   * collective); the same size changes nothing and returns null.
+   */
+  public Renumbering resize(int newSize) {
+    if (newSize < 1) throw new IllegalArgumentException("newSize must be >= 1, got " + newSize);
+    if (newSize < size) return shrink(size - newSize, null);
+    if (newSize > size) return grow(newSize - size, null);
+    return null;
+  }
+
+  private ShrinkResult shrinkWith(int count, int[] ranks, long topology, boolean weighted) {
+    if (ranks != null && ranks.length != count) {
+      throw new IllegalArgumentException("ranks must have count (" + count + ") entries, got " + ranks.length);
+    }
+    int oldSize = size;
+    int[] info = new int[4];
+    int[] oldToNew = new int[oldSize];
+    int[] leftRanks = new int[Math.max(0, Math.min(count, oldSize))];
+    StarlingNative.java_context_shrink(handle, count, ranks, topology, weighted ? 1 : 0, info, oldToNew, oldSize,
+        leftRanks, leftRanks.length);
+    if (info[2] >= 0) size = info[3];
+    return new ShrinkResult(info[0], info[1], info[2], info[3], oldToNew, leftRanks);
   }
 
   /** True when this process entered the context through a {@link #grow} of a running job. */

@@ -2,7 +2,7 @@ package org.starling;
 
 import java.util.Arrays;
 
-/** What a repair or a grow did to this context's ranks: the part both results share. */
+/** What a repair, a grow or a shrink did to this context's ranks: the part their results share. */
 public abstract class Renumbering {
   private final int oldRank;
   private final int oldSize;
@@ -38,7 +38,7 @@ public abstract class Renumbering {
     return newSize;
   }
 
-  /** oldToNew()[r]: old rank r's new rank (-1 for a rank a repair dropped); length oldSize(). */
+  /** oldToNew()[r]: old rank r's new rank (-1 for a rank a repair dropped or that left in a shrink); length oldSize(). */
   public int[] oldToNew() {
     return Arrays.copyOf(oldToNew, oldToNew.length);
   }
