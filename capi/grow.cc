@@ -5,6 +5,7 @@
 #include "capi/private/api.h"
 #include "capi/private/objects.h"
 #include "capi/private/topology_handles.h"
+#include "impl/ops/collectives.h"
 #include "impl/transport/mpi/spawn.h"
 #include "impl/windows/ops.h"
 #include "impl/windows/registry.h"
@@ -75,6 +76,7 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, con
   }
   if (o.topology != nullptr) parsed.graph = TopologyFromHandle(o.topology);
   parsed.weighted = o.is_weighted == 1;
+  RunBlocking(*context, ops::MakeResizeAgreement(ops::OpKind::kContextGrow, o.count));
   runtime::Context& c = *context;
   const runtime::GrowResult result = c.Grow(parsed, [&c](const runtime::GrowResult&) { Renumbered(c); });
   if (out != nullptr) {
@@ -114,6 +116,7 @@ STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
   if (o.ranks != nullptr && o.count > 0) parsed.ranks.assign(o.ranks, o.ranks + o.count);
   if (o.topology != nullptr) parsed.graph = TopologyFromHandle(o.topology);
   parsed.weighted = o.is_weighted == 1;
+  RunBlocking(*context, ops::MakeResizeAgreement(ops::OpKind::kContextShrink, o.count));
   runtime::Context& c = *context;
   const runtime::ShrinkResult result = c.Shrink(parsed, [&c](const runtime::ShrinkResult&) { Renumbered(c); });
   if (out != nullptr) {

@@ -53,6 +53,11 @@ std::unique_ptr<runtime::Op> MakeProbePeers(const runtime::Context& context, int
 // The collective half of starling_context_split: agrees on the call, then splits the
 // context's communicator into *out (MPI_COMM_NULL for color < 0; the caller frees it).
 std::unique_ptr<runtime::Op> MakeContextSplit(const runtime::Context& context, int color, int key, MPI_Comm* out);
+// The first step of starling_context_grow and _shrink (kind kContextGrow or
+// kContextShrink): every rank agrees that it makes this call with this count, so that a
+// rank making another call meanwhile gets MISMATCH instead of a hang in the resize's
+// own MPI collectives.
+std::unique_ptr<runtime::Op> MakeResizeAgreement(OpKind kind, int count);
 
 // The algorithms themselves, for operations composed of several steps (hierarchical
 // averaging). `sig` carries the kind and sequence number; the rest is filled in.

@@ -1,7 +1,8 @@
 // starling_context_split's collective half, on the parent context's engine: ordered
 // with the parent's other operations, and agreed first (the dissemination every
 // classic collective starts with), so a rank making another call meanwhile gets
-// MISMATCH instead of a hang inside MPI_Comm_split.
+// MISMATCH instead of a hang inside MPI_Comm_split. The same agreement opens a grow or
+// a shrink.
 #include "impl/ops/agree.h"
 #include "impl/ops/collectives.h"
 #include "impl/ops/sequence.h"
@@ -28,7 +29,30 @@ class ContextSplitOp : public runtime::Op {
   MPI_Comm* out_;
 };
 
+class ResizeAgreementOp : public runtime::Op {
+ public:
+  ResizeAgreementOp(OpKind kind, int count) : kind_(kind), count_(count) {}
+
+  std::string Describe() const override { return Str(OpKindName(kind_), " (count ", count_, ")"); }
+
+  void Run(runtime::Context& context) override {
+    Signature sig;
+    sig.kind = kind_;
+    sig.seq = NextSequence(context, sig.kind);
+    sig.count = count_;
+    Agree(context, WorldGroup(context), sig, Label());
+  }
+
+ private:
+  OpKind kind_;
+  int count_;
+};
+
 }  // namespace
+
+std::unique_ptr<runtime::Op> MakeResizeAgreement(OpKind kind, int count) {
+  return std::make_unique<ResizeAgreementOp>(kind, count);
+}
 
 std::unique_ptr<runtime::Op> MakeContextSplit(const runtime::Context&, int color, int key, MPI_Comm* out) {
   STARLING_CHECK_ARG(color >= -1, "color must be >= 0, or STARLING_SPLIT_UNDEFINED (-1), got ", color);

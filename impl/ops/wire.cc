@@ -38,6 +38,8 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kNcclReduceScatter: return "reduce_scatter on CUDA tensors (NCCL path)";
     case OpKind::kNcclAlltoall: return "alltoall on CUDA tensors (NCCL path)";
     case OpKind::kNcclNeighborAllgather: return "neighbor_allgather on CUDA tensors (NCCL path)";
+    case OpKind::kContextGrow: return "context_grow";
+    case OpKind::kContextShrink: return "context_shrink";
   }
   return "unknown";
 }

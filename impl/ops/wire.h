@@ -46,6 +46,8 @@ enum class OpKind : uint8_t {
   kNcclReduceScatter,     // as kReduceScatter, on the NCCL path
   kNcclAlltoall,          // as kAlltoall, on the NCCL path
   kNcclNeighborAllgather, // count = row bytes, root = trailing shape hash (NCCL path)
+  kContextGrow,           // count = the processes to start
+  kContextShrink,         // count = the ranks that leave
 };
 const char* OpKindName(OpKind kind);
 

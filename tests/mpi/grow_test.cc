@@ -162,6 +162,21 @@ TEST_F(Grow, ShrinkLocalChecks) {
   ExpectUsable();
 }
 
+// A resize called on some ranks only: rank 0 shrinks (then grows) while the others enter
+// a barrier; every rank fails with MISMATCH naming the calls, nobody hangs, with or
+// without ULFM, and the context stays usable.
+TEST_F(Grow, ResizeOnSomeRanksOnly) {
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (rank == 0) {
+    EXPECT_ERROR(starling_context_shrink(ctx, nullptr, nullptr), STARLING_ERR_MISMATCH, "context_shrink");
+    EXPECT_ERROR(starling_context_grow(ctx, nullptr, nullptr), STARLING_ERR_MISMATCH, "context_grow");
+  } else {
+    EXPECT_ERROR(starling_barrier(ctx), STARLING_ERR_MISMATCH, "");
+    EXPECT_ERROR(starling_barrier(ctx), STARLING_ERR_MISMATCH, "");
+  }
+  ExpectUsable();
+}
+
 // Under ULFM: the collective checks refuse on every rank, and no rank leaves.
 TEST_F(Grow, ShrinkCollectiveChecks) {
   if (!FaultTolerant()) GTEST_SKIP() << "needs ULFM (tests/fault runs this under mpirun --with-ft ulfm)";
