@@ -132,4 +132,25 @@ STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
   STARLING_API_END();
 }
 
+STARLING_API starling_status_t starling_context_resize(starling_context_t ctx, int new_size, int* left_out) {
+  STARLING_API_BEGIN();
+  const int size = Contexts().Get(ctx)->size();
+  STARLING_CHECK_ARG(new_size >= 1, "new_size must be >= 1, got ", new_size);
+  if (left_out != nullptr) *left_out = 0;
+  if (new_size < size) {
+    starling_shrink_options_t options = STARLING_SHRINK_OPTIONS_INIT;
+    options.count = size - new_size;
+    starling_shrink_result_t result = STARLING_SHRINK_RESULT_INIT;
+    const starling_status_t status = starling_context_shrink(ctx, &options, &result);
+    if (status == STARLING_SUCCESS && left_out != nullptr) *left_out = result.new_rank < 0 ? 1 : 0;
+    return status;
+  }
+  if (new_size > size) {
+    starling_grow_options_t options = STARLING_GROW_OPTIONS_INIT;
+    options.count = new_size - size;
+    return starling_context_grow(ctx, &options, nullptr);
+  }
+  STARLING_API_END();
+}
+
 }  // extern "C"

@@ -115,6 +115,7 @@ STARLING_JAVA_ADDRESS(const starling_window_update_args_t*)
 %ignore starling_shrink_options;
 %ignore starling_shrink_result;
 %ignore starling_context_shrink;
+%ignore starling_context_resize;  // Context.resize composes shrink and grow itself
 // starling_context_split through starling_java_context_split below (options struct).
 %ignore starling_split_options;
 %ignore starling_context_split;

@@ -523,6 +523,7 @@ STARLING_PY_HANDLE_OUT(starling_window_t, out)
 %ignore starling_shrink_options;
 %ignore starling_shrink_result;
 %ignore starling_context_shrink;
+%ignore starling_context_resize;  // Context.resize composes shrink and grow itself
 %ignore starling_neighbor_allreduce;
 %ignore starling_neighbor_allreduce_nonblocking;
 %ignore starling_neighbor_allgather;

@@ -156,8 +156,14 @@ TEST_F(Grow, ShrinkLocalChecks) {
   ASSERT_OK(starling_window_create(ctx, &w.t, "shrink_blocker", 0, &win));
   EXPECT_ERROR(starling_context_shrink(ctx, nullptr, nullptr), STARLING_ERR_INVALID_USAGE, "shrink_blocker");
   ASSERT_OK(starling_window_free(win));
+  EXPECT_ERROR(starling_context_resize(nullptr, 1, nullptr), STARLING_ERR_INVALID_HANDLE, "");
+  EXPECT_ERROR(starling_context_resize(ctx, 0, nullptr), STARLING_ERR_INVALID_ARGUMENT, "new_size must be >= 1");
+  int left = -1;
+  ASSERT_OK(starling_context_resize(ctx, size, &left));  // the same size: nothing to do
+  EXPECT_EQ(left, 0);
   if (!FaultTolerant()) {
     EXPECT_ERROR(starling_context_shrink(ctx, nullptr, nullptr), STARLING_ERR_UNSUPPORTED, "--with-ft ulfm");
+    EXPECT_ERROR(starling_context_resize(ctx, size + 1, nullptr), STARLING_ERR_UNSUPPORTED, "--with-ft ulfm");
   }
   ExpectUsable();
 }

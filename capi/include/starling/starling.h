@@ -399,8 +399,9 @@ typedef struct starling_grow_result {
  *   and usable. A new process that starts after that fails in its context_create.
  * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count
  * < 1, ranks out of range or repeated, a topology of the wrong size, options that differ
- * between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED,
- * TIMEOUT, TRANSPORT. */
+ * between ranks, bad arrays in out), MISMATCH (a rank makes another call meanwhile, or
+ * passes another count), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED, TIMEOUT,
+ * TRANSPORT. */
 STARLING_API starling_status_t starling_context_grow(starling_context_t ctx,
                                                      const starling_grow_options_t* options,
                                                      starling_grow_result_t* out);
@@ -467,11 +468,19 @@ typedef struct starling_shrink_result {
  *   as before (failed: repair it).
  * out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count not
  * in [1, size - 1], ranks out of range or repeated, a topology of the wrong size, options
- * that differ between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED,
- * PEER_FAILED. */
+ * that differ between ranks, bad arrays in out), MISMATCH (a rank makes another call
+ * meanwhile, or passes another count), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED. */
 STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
                                                        const starling_shrink_options_t* options,
                                                        starling_shrink_result_t* out);
+
+/* Resizes the context to new_size ranks with the defaults of both calls: a
+ * starling_context_shrink of the last size - new_size ranks when smaller, a
+ * starling_context_grow by new_size - size processes at the end when larger (running
+ * this process's program), nothing when equal. Collective over the current ranks, which
+ * pass the same new_size. *left_out (may be NULL) is set to 1 on a rank that left, else 0.
+ * Errors: INVALID_ARGUMENT (new_size < 1), and those of the call it makes. */
+STARLING_API starling_status_t starling_context_resize(starling_context_t ctx, int new_size, int* left_out);
 
 /* *out = 1 when this process entered ctx through a starling_context_grow of a running
  * job (it was started by it), else 0. Local. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */

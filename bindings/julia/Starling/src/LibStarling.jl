@@ -571,8 +571,9 @@ end
 #   and usable. A new process that starts after that fails in its context_create.
 # out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count
 # < 1, ranks out of range or repeated, a topology of the wrong size, options that differ
-# between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED,
-# TIMEOUT, TRANSPORT.
+# between ranks, bad arrays in out), MISMATCH (a rank makes another call meanwhile, or
+# passes another count), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED, TIMEOUT,
+# TRANSPORT.
 function starling_context_grow(ctx, options, out)
     ccall((:starling_context_grow, libstarling), starling_status_t, (starling_context_t, Ptr{starling_grow_options_t}, Ptr{starling_grow_result_t}), ctx, options, out)
 end
@@ -601,10 +602,20 @@ end
 #   as before (failed: repair it).
 # out may be NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad struct_size, count not
 # in [1, size - 1], ranks out of range or repeated, a topology of the wrong size, options
-# that differ between ranks, bad arrays in out), INVALID_USAGE, UNSUPPORTED, ABORTED,
-# PEER_FAILED.
+# that differ between ranks, bad arrays in out), MISMATCH (a rank makes another call
+# meanwhile, or passes another count), INVALID_USAGE, UNSUPPORTED, ABORTED, PEER_FAILED.
 function starling_context_shrink(ctx, options, out)
     ccall((:starling_context_shrink, libstarling), starling_status_t, (starling_context_t, Ptr{starling_shrink_options_t}, Ptr{starling_shrink_result_t}), ctx, options, out)
+end
+
+# Resizes the context to new_size ranks with the defaults of both calls: a
+# starling_context_shrink of the last size - new_size ranks when smaller, a
+# starling_context_grow by new_size - size processes at the end when larger (running
+# this process's program), nothing when equal. Collective over the current ranks, which
+# pass the same new_size. *left_out (may be NULL) is set to 1 on a rank that left, else 0.
+# Errors: INVALID_ARGUMENT (new_size < 1), and those of the call it makes.
+function starling_context_resize(ctx, new_size, left_out)
+    ccall((:starling_context_resize, libstarling), starling_status_t, (starling_context_t, Cint, Ptr{Cint}), ctx, new_size, left_out)
 end
 
 # out = 1 when this process entered ctx through a starling_context_grow of a running
