@@ -114,3 +114,21 @@ function shrink!(ctx::Context; count::Integer=1, ranks::Union{Nothing,AbstractVe
     return (old_rank=Int(r.old_rank), old_size=Int(r.old_size), new_rank=Int(r.new_rank), new_size=Int(r.new_size),
             old_to_new=Int.(old_to_new[1:Int(r.old_size)]), left=Int.(left[1:Int(r.old_size - r.new_size)]))
 end
+
+"""
+    resize!(ctx, new_size)
+
+Resizes the context to `new_size` ranks (`starling_context_resize`): `shrink!` of the last
+ranks when smaller, `grow!` at the end (this process's program) when larger, nothing when
+equal. Collective; needs ULFM. Returns true on a rank that left (its context takes part
+in nothing more), else false; updates `ctx.rank`/`ctx.size` where it stays.
+"""
+function Base.resize!(ctx::Context, new_size::Integer)
+    left = Ref{Cint}(0)
+    check(L.starling_context_resize(ctx.handle, Cint(new_size), left))
+    if left[] == 0
+        ctx.rank = query(L.starling_rank, ctx)
+        ctx.size = query(L.starling_size, ctx)
+    end
+    return left[] != 0
+end
