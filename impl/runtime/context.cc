@@ -139,8 +139,9 @@ void Context::Destroy() {
     // job's processes. A repaired (or shrunk) one: MPI is not finalized after a failure
     // (that would wait for the dead, or for the ranks that left), so without this a
     // survivor that finished the last operation exited while others were still inside
-    // it, and ULFM reported its exit to them as a new failure. An agreement is failure-tolerant (a member dying during it ends it
-    // everywhere); its outcome is nobody's concern: each then leaves on its own.
+    // it, and ULFM reported its exit to them as a new failure. An agreement is
+    // failure-tolerant (a member dying during it ends it everywhere); its outcome is
+    // nobody's concern: each then leaves on its own.
     try {
       bool failed = false;
       transport_->Agree(1, &failed);
