@@ -15,6 +15,9 @@
 //   resize      no failure, 4 ranks: ranks 1 and 3 leave (starling_context_shrink),
 //               the 2 that stay check exact results, then grow by 3 at the end (5);
 //               the ranks that left print LEFT and exit 0 at once
+//   shrink_then_fail  no grow, 4 ranks: the last rank leaves; then the last of the 3 that
+//               stay dies (SIGKILL); the 2 survivors get PEER_FAILED, repair, check an
+//               allreduce, and mpirun must still exit 0
 // Then every member (survivors and the newcomers) checks exact results over the grown
 // context: allreduce, neighbor_allreduce, a window created after the grow (put +
 // update), and the newcomer pulls the "parameters" of rank 0 with one broadcast and
@@ -139,6 +142,42 @@ bool ShrinkAndLeave(starling_context_t ctx, int* rank, int* size) {
   return false;
 }
 
+// shrink_then_fail, 4 ranks: returns the process's exit status.
+int ShrinkThenFail(starling_context_t ctx, int first_rank) {
+  starling_shrink_result_t result = STARLING_SHRINK_RESULT_INIT;
+  Expect(starling_context_shrink(ctx, nullptr, &result) == STARLING_SUCCESS,  // the last rank leaves
+         std::string("shrink: ") + starling_last_error());
+  if (result.new_rank < 0) {
+    Expect(first_rank == 3, "rank " + std::to_string(first_rank) + " left");
+    Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy after leaving");
+    std::printf("LEFT rank=%d\n", first_rank);
+    std::fflush(stdout);
+    return 0;
+  }
+  int s = starling_barrier(ctx);
+  if (result.new_rank == 2) {
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  Tensor x(10, 1.0), y(10);
+  for (int i = 0; i < 100000 && s == STARLING_SUCCESS; ++i)
+    s = starling_allreduce(ctx, &x.t, &y.t, STARLING_SUM, "until the failure");
+  Expect(s == STARLING_ERR_PEER_FAILED, "the allreduce did not fail with PEER_FAILED: " + std::to_string(s));
+  Expect(starling_context_repair(ctx, nullptr, nullptr) == STARLING_SUCCESS, "repair after the shrink");
+  int rank = 0, size = 0;
+  starling_rank(ctx, &rank);
+  starling_size(ctx, &size);
+  Expect(size == 2, "size after the repair: " + std::to_string(size));
+  Tensor one(10, rank + 1.0), sum(10);
+  Expect(starling_allreduce(ctx, &one.t, &sum.t, STARLING_SUM, "after the repair") == STARLING_SUCCESS,
+         "allreduce after the repair");
+  Expect(sum.data[0] == 3.0, "allreduce sum after the repair: " + std::to_string(sum.data[0]));
+  Expect(starling_context_destroy(ctx) == STARLING_SUCCESS, "destroy");
+  std::printf("MEMBER rank=%d first_rank=%d joined=0 ok=1 size=%d\n", rank, first_rank, size);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,11 +196,13 @@ int main(int argc, char** argv) {
   try {
     if (!joined) {
       Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" ||
-                 scenario == "replace_two" || scenario == "replace_then_fail" || scenario == "resize",
+                 scenario == "replace_two" || scenario == "replace_then_fail" || scenario == "resize" ||
+                 scenario == "shrink_then_fail",
              "unknown scenario");
       int tolerant = 0;
       Expect(starling_fault_tolerant(ctx, &tolerant) == STARLING_SUCCESS && tolerant == 1, "fault_tolerant");
       if (scenario == "resize" && ShrinkAndLeave(ctx, &rank, &size)) return 0;
+      if (scenario == "shrink_then_fail") return ShrinkThenFail(ctx, first_rank);
       const bool replace = scenario != "append" && scenario != "resize";
       if (replace) {
         // The victims die once out of a barrier (as in replace_then_fail below): a rank
