@@ -184,13 +184,13 @@ class CreateOp : public runtime::Op {
     const uint32_t id = registry.NextId();
     const bool exists = registry.Find(name_) != nullptr;
     std::shared_ptr<Window> window;
+    SharedSlotsPlan share;
     if (!exists) {
       std::shared_ptr<const runtime::TopologyState> topology = context.topology();
       const int rank = context.rank();
       const void* initial = zero_init_ ? nullptr : device_ ? initial_.data() : tensor_.data;
       // The slots of same-host in-neighbors go into a segment they map after the
       // agreement below (so it exists by then); same-host out-neighbors map it to get.
-      SharedSlotsPlan share;
       share.origins = SharedPeers(context, tensor_, topology->graph->in_neighbors(rank));
       share.readers = SharedPeers(context, tensor_, topology->graph->out_neighbors(rank));
       if (!share.origins.empty() || !share.readers.empty())
@@ -221,16 +221,17 @@ class CreateOp : public runtime::Op {
     }
     STARLING_CHECK(!exists, Code::kAlreadyExists, "a window named '", name_, "' already exists");
     context.live_windows().fetch_add(1);
-    AttachTargets(context, *window);
+    AttachTargets(context, *window, share);
   }
 
   // Maps the segments of same-host neighbors: out-neighbors keep a slot for this rank
-  // there (puts), in-neighbors the address of their tensor (gets). A neighbor whose
-  // segment cannot be mapped (it could not make one), or whose memory this process may
-  // not read, is reached through messages.
-  static void AttachTargets(runtime::Context& context, Window& window) {
-    const std::vector<int> puts = SharedPeers(context, window.tensor(), window.out_neighbors());
-    const std::vector<int> gets = SharedPeers(context, window.tensor(), window.in_neighbors());
+  // there (puts: this rank's readers in `share`, whose segment serves them likewise),
+  // in-neighbors the address of their tensor (gets: this rank's origins). A neighbor
+  // whose segment cannot be mapped (it could not make one), or whose memory this
+  // process may not read, is reached through messages.
+  static void AttachTargets(runtime::Context& context, Window& window, const SharedSlotsPlan& share) {
+    const std::vector<int>& puts = share.readers;
+    const std::vector<int>& gets = share.origins;
     std::vector<int> peers;
     std::set_union(puts.begin(), puts.end(), gets.begin(), gets.end(), std::back_inserter(peers));
     std::vector<Window::Target> targets;
