@@ -53,6 +53,8 @@ class ProcessWatch {
 
   // True once the process has exited (or was already gone when the watch began).
   bool Exited() const;
+  // The watched process's pid (0: none).
+  int32_t pid() const { return pid_; }
 
  private:
   int fd_ = -1;

@@ -150,7 +150,6 @@ std::string Window::AttachTargets(const std::vector<Target>& targets) {
               ? Str("its segment has no read counter for rank ", rank_)
               : transport::shm::ProbeProcessMemory(target.process.pid, remote.area.tensor_address(), tensor_.bytes);
       remote.readable = refused.empty();
-      remote.pid = target.process.pid;
       if (!refused.empty()) fail(target.rank, Str("gets through messages (", refused, ")"));
     }
     if (remote.slot.state == nullptr && !remote.readable) continue;
@@ -265,7 +264,7 @@ size_t Window::GetShared(int source, double weight) {
     TensorGuard tensor(remote->area.tensor_state(), rank_, source, static_cast<int>(slot_holder_.size()), checks_,
                        "window_get's lock on a peer's tensor");
     if (tensor_.bytes > 0)
-      error = transport::shm::ReadProcessMemory(remote->pid, remote->area.tensor_address(), slot.value(), tensor_.bytes);
+      error = transport::shm::ReadProcessMemory(remote->watch.pid(), remote->area.tensor_address(), slot.value(), tensor_.bytes);
   }
   STARLING_CHECK(error == 0, error == ESRCH ? Code::kPeerFailed : Code::kTransport, "window '", name_,
                  "': reading rank ", source, "'s tensor failed (process_vm_readv: ", std::strerror(error), ")");

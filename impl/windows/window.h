@@ -205,9 +205,8 @@ class Window {
     int rank;
     SlotArea area;
     Slot slot;
-    ProcessWatch watch;
+    ProcessWatch watch;  // also gives the pid that gets read from
     bool readable = false;
-    int32_t pid = 0;
   };
   std::vector<RemoteSlot> remote_;
   const RemoteSlot* Remote(int rank) const;
