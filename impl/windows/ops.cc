@@ -58,7 +58,10 @@ void StopService(runtime::Context& context, Registry& registry) {
 
 // The context is being destroyed with windows alive: its destroy served peers' last
 // requests until every rank had left (Context::AwaitDepartures), unless it failed.
-void QuiesceAndStop(runtime::Context& context, Registry& registry) { StopService(context, registry); }
+void QuiesceAndStop(runtime::Context& context, Registry& registry) {
+  StopService(context, registry);
+  registry.UnlinkSegments();
+}
 
 void StartService(runtime::Context& context, Registry& registry) {
   runtime::Context* ctx = &context;

@@ -38,4 +38,9 @@ bool Registry::Remove(uint32_t id) {
   return by_id_.empty();
 }
 
+void Registry::UnlinkSegments() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, window] : by_id_) window->UnlinkSegment();
+}
+
 }  // namespace starling::windows

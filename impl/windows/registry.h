@@ -23,6 +23,11 @@ class Registry {
   bool Add(std::shared_ptr<Window> window);
   // Returns true if it was the last window (the service may stop).
   bool Remove(uint32_t id);
+  // The context is going (destroy, also a local one after an abort or a failure): every
+  // window's own segment loses its name. A peer that never mapped one (it failed, or
+  // the ranks created windows in different orders) would otherwise leave it in /dev/shm
+  // for good, since windows that may still be written to are kept until the process exits.
+  void UnlinkSegments();
   // Ids are issued in creation order, the same on every rank; a creation that fails
   // still uses its id, so the sequences never drift apart.
   uint32_t NextId() { return next_id_.fetch_add(1); }

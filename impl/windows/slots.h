@@ -104,6 +104,11 @@ class SlotArea {
   size_t slots() const { return slots_; }
   Slot slot(size_t index) const;
   bool shared() const { return segment_ != nullptr; }
+  // Removes a shared area's name from /dev/shm (its mappings stay valid); see
+  // Registry::UnlinkSegments.
+  void Unlink() {
+    if (segment_) segment_->Unlink();
+  }
 
   // Shared areas only (null or 0 otherwise): the owner's tensor lock and address; the
   // read counter of reader `index` (Share's order), or of the peer that attached.

@@ -78,6 +78,8 @@ class Window {
 
   // Why the planned shared slots are private ("" if they are shared or none planned).
   const std::string& shared_slots_error() const { return shared_error_; }
+  // Removes the name of this rank's own segment (Registry::UnlinkSegments).
+  void UnlinkSegment() { shared_.Unlink(); }
 
   // --- the shared segments of same-host peers (origin side, executor) ---
   struct Target {
