@@ -18,6 +18,8 @@
 #include "impl/common/error.h"
 #include "impl/transport/shm/lock.h"
 #include "impl/transport/shm/segment.h"
+#include "impl/runtime/context.h"
+#include "impl/windows/registry.h"
 #include "impl/windows/slots.h"
 #include "tests/unit/child_process.h"
 
@@ -159,6 +161,35 @@ TEST(WindowSlots, ACorruptedSegmentIsAnError) {
   owner.slot(0).state->current.store(7);
   EXPECT_EQ(CodeOf([&] { owner.slot(0).other(); }), Code::kTransport);
   EXPECT_EQ(CodeOf([&] { owner.slot(0).value(); }), Code::kTransport);
+}
+
+// A window whose in-neighbor never maps its segment (it failed first, or the ranks
+// created windows in different orders) keeps the name in /dev/shm while it lives; when
+// its context goes, Registry::UnlinkSegments removes the name (the window, which may be
+// kept until the process exits, keeps its mapping).
+TEST(WindowSlots, AContextThatGoesRemovesSegmentsNoPeerMapped) {
+  std::vector<double> data(8, 1.0);
+  TensorView tensor;
+  tensor.data = data.data();
+  tensor.dtype = DType::kFloat64;
+  tensor.shape = {8};
+  tensor.numel = 8;
+  tensor.bytes = 8 * sizeof(double);
+  auto topology = std::make_shared<runtime::TopologyState>();
+  topology->graph = std::make_shared<const topology::Graph>(topology::Graph::FromEdges(2, {{1, 0, 1.0}, {0, 1, 1.0}}));
+  SharedSlotsPlan share;
+  share.origins = {1};
+  share.name = FreshName();
+  auto window = std::make_shared<Window>(1, "never_mapped", tensor, /*rank=*/0, /*size=*/2, std::vector<int>{1},
+                                         std::vector<int>{1}, topology, data.data(), nullptr, share);
+  ASSERT_EQ(window->shared_slots_error(), "");
+  Registry registry;
+  registry.Add(window);
+  const std::string path = "/dev/shm" + share.name;
+  EXPECT_EQ(access(path.c_str(), F_OK), 0) << "rank 1 never mapped it: the name is still there";
+  registry.UnlinkSegments();
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " is left in /dev/shm";
+  EXPECT_NE(registry.Find(1), nullptr);  // the window itself lives on
 }
 
 }  // namespace
