@@ -79,16 +79,7 @@ STARLING_API starling_status_t starling_context_grow(starling_context_t ctx, con
   RunBlocking(*context, ops::MakeResizeAgreement(ops::OpKind::kContextGrow, o.count));
   runtime::Context& c = *context;
   const runtime::GrowResult result = c.Grow(parsed, [&c](const runtime::GrowResult&) { Renumbered(c); });
-  if (out != nullptr) {
-    out->old_rank = result.old_rank;
-    out->old_size = result.old_size;
-    out->new_rank = result.new_rank;
-    out->new_size = result.new_size;
-    for (int i = 0; i < r.old_to_new_capacity && i < result.old_size; ++i)
-      r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
-    for (int i = 0; i < r.joined_capacity && i < static_cast<int>(result.joined.size()); ++i)
-      r.joined[i] = result.joined[static_cast<size_t>(i)];
-  }
+  if (out != nullptr) CopyRenumbering(result, result.joined, r.joined, r.joined_capacity, r, out);
   STARLING_API_END();
 }
 
@@ -119,16 +110,7 @@ STARLING_API starling_status_t starling_context_shrink(starling_context_t ctx,
   RunBlocking(*context, ops::MakeResizeAgreement(ops::OpKind::kContextShrink, o.count));
   runtime::Context& c = *context;
   const runtime::ShrinkResult result = c.Shrink(parsed, [&c](const runtime::ShrinkResult&) { Renumbered(c); });
-  if (out != nullptr) {
-    out->old_rank = result.old_rank;
-    out->old_size = result.old_size;
-    out->new_rank = result.new_rank;
-    out->new_size = result.new_size;
-    for (int i = 0; i < r.old_to_new_capacity && i < result.old_size; ++i)
-      r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
-    for (int i = 0; i < r.left_capacity && i < static_cast<int>(result.left.size()); ++i)
-      r.left[i] = result.left[static_cast<size_t>(i)];
-  }
+  if (out != nullptr) CopyRenumbering(result, result.left, r.left, r.left_capacity, r, out);
   STARLING_API_END();
 }
 

@@ -50,15 +50,8 @@ STARLING_API starling_status_t starling_context_repair(starling_context_t ctx,
         windows::AttachAfterRepair(c, done);
       });
   if (out != nullptr) {
-    out->old_rank = result.old_rank;
-    out->old_size = result.old_size;
-    out->new_rank = result.new_rank;
-    out->new_size = result.new_size;
+    CopyRenumbering(result, result.failed, r.failed, r.failed_capacity, r, out);
     out->num_failed = static_cast<int>(result.failed.size());
-    for (int i = 0; i < r.old_to_new_capacity && i < result.old_size; ++i)
-      r.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
-    for (int i = 0; i < r.failed_capacity && i < out->num_failed; ++i)
-      r.failed[i] = result.failed[static_cast<size_t>(i)];
   }
   STARLING_API_END();
 }

@@ -60,6 +60,22 @@ inline void CheckArray(const void* array, int capacity, const char* array_name,
                      capacity);
 }
 
+// Copies what a repair, grow or shrink returns into its C result `out`: the four numbers,
+// old_to_new, and `ranks` (the failed, joined or left ranks) into `ranks_out`, each array
+// up to its capacity. `checked`: the caller's checked copy of *out (arrays validated).
+template <typename CResult, typename Result>
+void CopyRenumbering(const Result& result, const std::vector<int>& ranks, int* ranks_out, int ranks_capacity,
+                     const CResult& checked, CResult* out) {
+  out->old_rank = result.old_rank;
+  out->old_size = result.old_size;
+  out->new_rank = result.new_rank;
+  out->new_size = result.new_size;
+  for (int i = 0; i < checked.old_to_new_capacity && i < result.old_size; ++i)
+    checked.old_to_new[i] = result.old_to_new[static_cast<size_t>(i)];
+  for (int i = 0; i < ranks_capacity && i < static_cast<int>(ranks.size()); ++i)
+    ranks_out[i] = ranks[static_cast<size_t>(i)];
+}
+
 // Sets *count to n (so callers can size a retry), then fails if capacity cannot hold it.
 inline void SetNeighborCount(int rank, size_t n, int capacity, int* count, bool in) {
   *count = static_cast<int>(n);

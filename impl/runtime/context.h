@@ -341,6 +341,12 @@ class Context {
   // again, `why` names the call). Execution lock held.
   void Renumber(std::unique_ptr<transport::MpiTransport> fresh, transport::Layout layout,
                 std::shared_ptr<TopologyState> topology, const std::string& why);
+  // The topology after a repair or shrink: `given` (with `weighted`) if not null, else
+  // the current one regenerated over the ranks that stay (`old_to_new`, new numbers or
+  // -1); `name` says which ("given", or the generator's name).
+  std::shared_ptr<TopologyState> TopologyAfter(const std::shared_ptr<const topology::Graph>& given, bool weighted,
+                                               const std::vector<int>& old_to_new, int new_size,
+                                               std::string* name) const;
   // Checks before a grow or shrink (`call` names it, `verb` says it): not destroyed nor
   // aborted, usable, not made by a split, ULFM, no windows. destroy_mutex_ held.
   void CheckResizable(const char* call, const char* verb) const;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "impl/common/bytes.h"
 #include "impl/common/logging.h"
 #include "impl/runtime/context.h"
 #include "impl/topology/regenerate.h"
@@ -20,65 +21,40 @@ namespace {
 constexpr int32_t kJoinMagic = 0x53474a31;  // "SGJ1"
 
 // What the newcomers learn from the current ranks (one broadcast over the merged
-// communicator): the old size, their ranks, the grown topology.
+// communicator): the old size, their ranks, the grown topology (null while the options
+// are invalid: the message then only serves the agreement).
 struct JoinHeader {
   int old_size = 0;
   std::vector<int> joined;
-  std::vector<topology::Edge> edges;
-  int graph_size = 0;
+  std::shared_ptr<const topology::Graph> graph;
   bool weighted = false;
 };
 
-template <typename T>
-void Put(std::vector<char>* out, T value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  out->insert(out->end(), p, p + sizeof(T));
-}
-
-template <typename T>
-T Take(const std::vector<char>& in, size_t* at) {
-  STARLING_CHECK(*at + sizeof(T) <= in.size(), Code::kInternal, "starling_context_grow: short join message");
-  T value;
-  std::memcpy(&value, in.data() + *at, sizeof(T));
-  *at += sizeof(T);
-  return value;
-}
+constexpr const char* kJoinMessage = "starling_context_grow's join message";
 
 std::vector<char> Encode(const JoinHeader& h) {
   std::vector<char> out;
-  Put<int32_t>(&out, kJoinMagic);
-  Put<int32_t>(&out, h.old_size);
-  Put<int32_t>(&out, static_cast<int32_t>(h.joined.size()));
-  for (int r : h.joined) Put<int32_t>(&out, r);
-  Put<int32_t>(&out, h.graph_size);
-  Put<int32_t>(&out, h.weighted ? 1 : 0);
-  Put<int64_t>(&out, static_cast<int64_t>(h.edges.size()));
-  for (const topology::Edge& e : h.edges) {
-    Put<int32_t>(&out, e.src);
-    Put<int32_t>(&out, e.dst);
-    Put<double>(&out, e.weight);
-  }
+  PutBytes<int32_t>(&out, kJoinMagic);
+  PutBytes<int32_t>(&out, h.old_size);
+  PutBytes<int32_t>(&out, static_cast<int32_t>(h.joined.size()));
+  for (int r : h.joined) PutBytes<int32_t>(&out, r);
+  PutBytes<int32_t>(&out, h.weighted ? 1 : 0);
+  PutBytes<int32_t>(&out, h.graph ? 1 : 0);
+  if (h.graph) h.graph->AppendTo(&out);
   return out;
 }
 
 JoinHeader Decode(const std::vector<char>& in) {
   size_t at = 0;
-  STARLING_CHECK(Take<int32_t>(in, &at) == kJoinMagic, Code::kTransport,
+  STARLING_CHECK(TakeBytes<int32_t>(in, &at, kJoinMessage) == kJoinMagic, Code::kTransport,
                  "starling_context_grow: the parent job sent no join message (is it a Starling job of the same version?)");
   JoinHeader h;
-  h.old_size = Take<int32_t>(in, &at);
-  const int count = Take<int32_t>(in, &at);
-  for (int i = 0; i < count; ++i) h.joined.push_back(Take<int32_t>(in, &at));
-  h.graph_size = Take<int32_t>(in, &at);
-  h.weighted = Take<int32_t>(in, &at) == 1;
-  const int64_t edges = Take<int64_t>(in, &at);
-  for (int64_t i = 0; i < edges; ++i) {
-    topology::Edge e{};
-    e.src = Take<int32_t>(in, &at);
-    e.dst = Take<int32_t>(in, &at);
-    e.weight = Take<double>(in, &at);
-    h.edges.push_back(e);
-  }
+  h.old_size = TakeBytes<int32_t>(in, &at, kJoinMessage);
+  const int count = TakeBytes<int32_t>(in, &at, kJoinMessage);
+  for (int i = 0; i < count; ++i) h.joined.push_back(TakeBytes<int32_t>(in, &at, kJoinMessage));
+  h.weighted = TakeBytes<int32_t>(in, &at, kJoinMessage) == 1;
+  STARLING_CHECK(TakeBytes<int32_t>(in, &at, kJoinMessage) == 1, Code::kInternal, kJoinMessage, " has no topology");
+  h.graph = std::make_shared<const topology::Graph>(topology::Graph::ReadFrom(in, &at, kJoinMessage));
   return h;
 }
 
@@ -99,7 +75,7 @@ MPI_Comm Context::JoinGrow(std::shared_ptr<TopologyState>* topology) {
     MPI_Comm ordered = transport::Reorder(merged, h.joined[static_cast<size_t>(index)]);
     MPI_Comm_free(&merged);
     auto state = std::make_shared<TopologyState>();
-    state->graph = std::make_shared<const topology::Graph>(topology::Graph::FromEdges(h.graph_size, h.edges));
+    state->graph = h.graph;
     state->weighted = h.weighted;
     *topology = std::move(state);
     return ordered;
@@ -124,7 +100,6 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
   std::string problem;
   JoinHeader header;
   header.old_size = size_;
-  std::shared_ptr<const topology::Graph> graph;
   if (options.count < 1) {
     problem = Str("options->count must be >= 1, got ", options.count);
   } else {
@@ -144,24 +119,20 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
       if (options.graph->size() != result.new_size)
         problem = Str("options->topology has ", options.graph->size(), " ranks but the grown context has ",
                       result.new_size);
-      graph = options.graph;
+      header.graph = options.graph;
       header.weighted = options.weighted;
       result.topology = "given";
     } else {
       const std::shared_ptr<const TopologyState> current = this->topology();
       std::optional<topology::Graph> same = topology::SameGenerator(*current->graph, result.new_size, &result.topology);
       if (same) {
-        graph = std::make_shared<const topology::Graph>(std::move(*same));
+        header.graph = std::make_shared<const topology::Graph>(std::move(*same));
       } else {
         problem = Str("the current topology is not one of Starling's generators (or not for ", result.new_size,
                       " ranks): pass options->topology");
       }
       header.weighted = current->weighted;
     }
-  }
-  if (problem.empty()) {
-    header.graph_size = graph->size();
-    header.edges = graph->edges();
   }
   // A name without a slash is looked up on PATH by the launcher.
   if (problem.empty() && rank_ == 0 && options.command.find('/') != std::string::npos &&
@@ -208,7 +179,7 @@ GrowResult Context::Grow(const GrowOptions& options, const std::function<void(co
 
   {
     auto state = std::make_shared<TopologyState>();
-    state->graph = std::move(graph);
+    state->graph = std::move(header.graph);
     state->weighted = header.weighted;
     Renumber(std::move(fresh), std::move(layout), std::move(state), "starling_context_grow");
   }

@@ -1,8 +1,9 @@
 // What repair, grow and shrink share: the checks before a resize, the agreement on the
-// options, and installing the new communicators with the new numbering.
+// options, the topology after it, and installing the new communicators with the new numbering.
 #include "impl/common/logging.h"
 #include "impl/common/quarantine.h"
 #include "impl/runtime/context.h"
+#include "impl/topology/regenerate.h"
 #include "impl/transport/mpi/ulfm.h"
 
 namespace starling::runtime {
@@ -44,6 +45,23 @@ void Context::AgreeOnOptions(const char* call, const std::string& problem, const
     STARLING_CHECK_ARG(all[static_cast<size_t>(r)] == mine, call, ": rank ", r, " passed other options (", what,
                        " must be the same on every rank)");
   }
+}
+
+std::shared_ptr<TopologyState> Context::TopologyAfter(const std::shared_ptr<const topology::Graph>& given,
+                                                      bool weighted, const std::vector<int>& old_to_new,
+                                                      int new_size, std::string* name) const {
+  auto state = std::make_shared<TopologyState>();
+  if (given) {
+    state->graph = given;
+    state->weighted = weighted;
+    *name = "given";
+  } else {
+    const std::shared_ptr<const TopologyState> current = topology();
+    state->graph =
+        std::make_shared<const topology::Graph>(topology::Regenerate(*current->graph, old_to_new, new_size, name));
+    state->weighted = current->weighted;
+  }
+  return state;
 }
 
 void Context::Renumber(std::unique_ptr<transport::MpiTransport> fresh, transport::Layout layout,

@@ -4,7 +4,6 @@
 
 #include "impl/common/logging.h"
 #include "impl/runtime/context.h"
-#include "impl/topology/regenerate.h"
 #include "impl/transport/mpi/ulfm.h"
 
 namespace starling::runtime {
@@ -86,17 +85,7 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
     for (int r = 0; r < size_; ++r)
       if (result.old_to_new[static_cast<size_t>(r)] < 0) result.failed.push_back(r);
     layout = fresh->ComputeLayout(nodes_per_machine_);
-    topology = std::make_shared<TopologyState>();
-    if (options.graph) {
-      topology->graph = options.graph;
-      topology->weighted = options.weighted;
-      result.topology = "given";
-    } else {
-      const std::shared_ptr<const TopologyState> current = this->topology();
-      topology->graph = std::make_shared<const topology::Graph>(
-          topology::Regenerate(*current->graph, result.old_to_new, result.new_size, &result.topology));
-      topology->weighted = current->weighted;
-    }
+    topology = TopologyAfter(options.graph, options.weighted, result.old_to_new, result.new_size, &result.topology);
     // Every survivor got here: only then is the new context in use anywhere.
     bool failed = false;
     const int agreed = fresh->Agree(1, &failed);

@@ -3,20 +3,11 @@
 #include <algorithm>
 #include <set>
 
+#include "impl/common/bytes.h"
 #include "impl/common/logging.h"
 #include "impl/runtime/context.h"
-#include "impl/topology/regenerate.h"
 
 namespace starling::runtime {
-namespace {
-
-template <typename T>
-void Put(std::vector<char>* out, T value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  out->insert(out->end(), p, p + sizeof(T));
-}
-
-}  // namespace
 
 ShrinkResult Context::Shrink(const ShrinkOptions& options, const std::function<void(const ShrinkResult&)>& attach) {
   ShrinkResult result;
@@ -44,31 +35,18 @@ ShrinkResult Context::Shrink(const ShrinkOptions& options, const std::function<v
     result.new_size = size_ - static_cast<int>(leaving.size());
     for (int r = 0, next = 0; r < size_; ++r) result.old_to_new.push_back(leaving.count(r) ? -1 : next++);
     result.left.assign(leaving.begin(), leaving.end());
-    auto topology = std::make_shared<TopologyState>();
+    std::shared_ptr<TopologyState> topology;
     if (problem.empty()) {
-      if (options.graph) {
-        if (options.graph->size() != result.new_size)
-          problem = Str("the topology has ", options.graph->size(), " ranks but ", result.new_size, " stay");
-        topology->graph = options.graph;
-        topology->weighted = options.weighted;
-        result.topology = "given";
-      } else {
-        const std::shared_ptr<const TopologyState> current = this->topology();
-        topology->graph = std::make_shared<const topology::Graph>(
-            topology::Regenerate(*current->graph, result.old_to_new, result.new_size, &result.topology));
-        topology->weighted = current->weighted;
-      }
+      topology = TopologyAfter(options.graph, options.weighted, result.old_to_new, result.new_size, &result.topology);
+      if (topology->graph->size() != result.new_size)
+        problem = Str("the topology has ", topology->graph->size(), " ranks but ", result.new_size, " stay");
     }
     std::vector<char> agreed;
-    Put<int32_t>(&agreed, static_cast<int32_t>(result.left.size()));
-    for (int r : result.left) Put<int32_t>(&agreed, r);
+    PutBytes<int32_t>(&agreed, static_cast<int32_t>(result.left.size()));
+    for (int r : result.left) PutBytes<int32_t>(&agreed, r);
     if (problem.empty()) {
-      Put<int32_t>(&agreed, topology->weighted ? 1 : 0);
-      for (const topology::Edge& e : topology->graph->edges()) {
-        Put<int32_t>(&agreed, e.src);
-        Put<int32_t>(&agreed, e.dst);
-        Put<double>(&agreed, e.weight);
-      }
+      PutBytes<int32_t>(&agreed, topology->weighted ? 1 : 0);
+      topology->graph->AppendTo(&agreed);
     }
     AgreeOnOptions("starling_context_shrink", problem, agreed, "count, ranks, topology and is_weighted");
     result.new_rank = result.old_to_new[static_cast<size_t>(rank_)];

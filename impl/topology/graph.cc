@@ -6,6 +6,7 @@
 #include <numeric>
 #include <utility>
 
+#include "impl/common/bytes.h"
 #include "impl/common/error.h"
 
 namespace starling::topology {
@@ -60,6 +61,33 @@ Graph Graph::FromEdges(int size, std::vector<Edge> edges) {
     }
   }
   return g;
+}
+
+void Graph::AppendTo(std::vector<char>* out) const {
+  PutBytes<int32_t>(out, size_);
+  PutBytes<int64_t>(out, static_cast<int64_t>(edges_.size()));
+  for (const Edge& e : edges_) {
+    PutBytes<int32_t>(out, e.src);
+    PutBytes<int32_t>(out, e.dst);
+    PutBytes<double>(out, e.weight);
+  }
+}
+
+Graph Graph::ReadFrom(const std::vector<char>& in, size_t* at, const char* what) {
+  const int size = TakeBytes<int32_t>(in, at, what);
+  const int64_t count = TakeBytes<int64_t>(in, at, what);
+  STARLING_CHECK(count >= 0 && static_cast<size_t>(count) <= (in.size() - *at) / 16, Code::kInternal, what,
+                 ": bad edge count ", count);
+  std::vector<Edge> edges;
+  edges.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    Edge e{};
+    e.src = TakeBytes<int32_t>(in, at, what);
+    e.dst = TakeBytes<int32_t>(in, at, what);
+    e.weight = TakeBytes<double>(in, at, what);
+    edges.push_back(e);
+  }
+  return FromEdges(size, std::move(edges));
 }
 
 Graph Graph::FromMatrix(int size, const std::vector<double>& m) {

@@ -4,6 +4,7 @@
 // Graphs are immutable values, so one Graph may be shared freely between threads.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace starling::topology {
@@ -50,6 +51,11 @@ class Graph {
   // BlueFog's IsTopologyEquivalent: same size and exactly the same weighted edges.
   bool Equals(const Graph& other) const;
   std::vector<double> ToMatrix() const;  // dense row-major size*size
+
+  // Appends the size and edges to a message between ranks (impl/common/bytes.h), and
+  // reads them back (validated as by FromEdges; `what` names the message).
+  void AppendTo(std::vector<char>* out) const;
+  static Graph ReadFrom(const std::vector<char>& in, size_t* at, const char* what);
 
  private:
   // Per-rank adjacency, self excluded, ascending, so queries cost O(degree).

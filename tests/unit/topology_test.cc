@@ -724,6 +724,28 @@ TEST(Graph, FromMatrixRoundTrip) {
   EXPECT_INVALID_ARGUMENT(Graph::FromMatrix(0, {}), "size must be >= 1");
 }
 
+// The encoding grow's join message and a resize's agreement carry: the same graph back,
+// bit for bit, after other bytes; a message cut short is refused, never read past.
+TEST(Graph, BytesRoundTrip) {
+  const Graph mesh = MeshGrid2D(6, 0, 0);
+  std::vector<char> bytes = {'x'};
+  mesh.AppendTo(&bytes);
+  size_t at = 1;
+  EXPECT_TRUE(Graph::ReadFrom(bytes, &at, "test message").Equals(mesh));
+  EXPECT_EQ(at, bytes.size());
+  for (size_t cut : {size_t{1}, size_t{5}, size_t{13}, bytes.size() - 1}) {
+    const std::vector<char> short_bytes(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+    size_t from = 1;
+    try {
+      Graph::ReadFrom(short_bytes, &from, "test message");
+      ADD_FAILURE() << "a message cut at " << cut << " bytes was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInternal) << cut;
+      EXPECT_NE(std::string(e.what()).find("test message"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Graph, IsRegularCountsSelfLoopsTwice) {
   // 0 has only a self-loop (degree 2); 1 <-> 2 gives degree 2 each.
   EXPECT_TRUE(Graph::FromEdges(3, {{0, 0, 1.0}, {1, 2, 1.0}, {2, 1, 1.0}}).IsRegular());

@@ -17,7 +17,6 @@ import java.util.List;
 public final class GrowMain {
   private static final int VICTIM = 1;
   private static final int KILL_AT = 3;
-  private static final double[] PARAMETERS = {3.5, -1.25, 1e-300, 7.0 / 3.0};
 
   private GrowMain() {}
 
@@ -55,32 +54,8 @@ public final class GrowMain {
         problems.add("grow returned " + grown);
       }
     }
-    int rank = ctx.rank();
-    int size = ctx.size();
-    // Every member, the newcomer included: exact results over the grown context.
-    Tensor sum = Tensor.allocate(DType.FLOAT64, 1);
-    ctx.allreduce(Tensor.of(new double[] {rank + 1.0}), sum, ReduceOp.SUM);
-    if (sum.getDouble(0) != size * (size + 1) / 2.0) problems.add("allreduce gave " + sum.getDouble(0));
-    Tensor averaged = Tensor.allocate(DType.FLOAT64, 1);
-    ctx.neighborAllreduce(Tensor.of(new double[] {rank}), averaged);
-    int[] sources = ctx.inNeighbors();
-    double expected = rank;
-    for (int s : sources) expected += s;
-    expected /= sources.length + 1;
-    if (Math.abs(averaged.getDouble(0) - expected) > 1e-12) {
-      problems.add("neighbor allreduce gave " + averaged.getDouble(0) + ", expected " + expected);
-    }
-    // The newcomer pulls the parameters the others hold.
-    Tensor params = joined ? Tensor.allocate(DType.FLOAT64, PARAMETERS.length) : Tensor.of(PARAMETERS.clone());
-    ctx.broadcast(params, params, 0);
-    if (!Arrays.equals(params.toDoubleArray(), PARAMETERS)) {
-      problems.add("parameters after the broadcast " + Arrays.toString(params.toDoubleArray()));
-    }
-    ctx.close();
-    String verdict = problems.isEmpty() ? "ok=1" : "ok=0 reason=" + String.join("; ", problems);
-    System.out.println("MEMBER rank=" + rank + " joined=" + (joined ? 1 : 0) + " grow_s="
-        + String.format("%.3f", growSeconds) + " size=" + size + " " + verdict);
-    System.out.flush();
-    if (!problems.isEmpty()) System.exit(1);
+    // Every member, the newcomer included: exact results over the grown context, and the
+    // newcomer pulls the parameters the others hold.
+    MemberChecks.finish(ctx, joined, "grow_s=" + String.format("%.3f", growSeconds) + " ", problems);
   }
 }

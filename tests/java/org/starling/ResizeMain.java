@@ -14,18 +14,7 @@ import java.util.List;
  * MEMBER line per member of the final context.
  */
 public final class ResizeMain {
-  private static final double[] PARAMETERS = {3.5, -1.25, 1e-300, 7.0 / 3.0};
-
   private ResizeMain() {}
-
-  private static void checkAllreduce(Context ctx, List<String> problems) {
-    int size = ctx.size();
-    Tensor sum = Tensor.allocate(DType.FLOAT64, 1);
-    ctx.allreduce(Tensor.of(new double[] {ctx.rank() + 1.0}), sum, ReduceOp.SUM);
-    if (sum.getDouble(0) != size * (size + 1) / 2.0) {
-      problems.add("allreduce at size " + size + " gave " + sum.getDouble(0));
-    }
-  }
 
   public static void main(String[] args) throws Exception {
     Context ctx = Context.create();
@@ -41,7 +30,7 @@ public final class ResizeMain {
       }
       if (((ShrinkResult) shrunk).leftThisRank()) {
         try {
-          checkAllreduce(ctx, problems);
+          MemberChecks.checkAllreduce(ctx, problems);
           problems.add("an allreduce after leaving did not throw");
         } catch (StarlingException e) {
           if (e.status() != Status.INVALID_USAGE) problems.add("after leaving: " + e);
@@ -52,34 +41,13 @@ public final class ResizeMain {
         System.exit(problems.isEmpty() ? 0 : 1);
       }
       if (ctx.size() != 2 || ctx.rank() != first) problems.add("rank " + ctx.rank() + " of " + ctx.size());
-      checkAllreduce(ctx, problems);
+      MemberChecks.checkAllreduce(ctx, problems);
       Renumbering grown = ctx.resize(5);
       if (!(grown instanceof GrowResult) || !Arrays.equals(((GrowResult) grown).joinedRanks(), new int[] {2, 3, 4})) {
         problems.add("resize(5) returned " + grown);
       }
     }
-    int rank = ctx.rank();
-    int size = ctx.size();
-    if (size != 5) problems.add("final size " + size);
-    checkAllreduce(ctx, problems);
-    Tensor averaged = Tensor.allocate(DType.FLOAT64, 1);
-    ctx.neighborAllreduce(Tensor.of(new double[] {rank}), averaged);
-    double expected = rank;
-    int[] sources = ctx.inNeighbors();
-    for (int s : sources) expected += s;
-    expected /= sources.length + 1;
-    if (Math.abs(averaged.getDouble(0) - expected) > 1e-12) {
-      problems.add("neighbor allreduce gave " + averaged.getDouble(0) + ", expected " + expected);
-    }
-    Tensor params = joined ? Tensor.allocate(DType.FLOAT64, PARAMETERS.length) : Tensor.of(PARAMETERS.clone());
-    ctx.broadcast(params, params, 0);
-    if (!Arrays.equals(params.toDoubleArray(), PARAMETERS)) {
-      problems.add("parameters after the broadcast " + Arrays.toString(params.toDoubleArray()));
-    }
-    ctx.close();
-    String verdict = problems.isEmpty() ? "ok=1" : "ok=0 reason=" + String.join("; ", problems);
-    System.out.println("MEMBER rank=" + rank + " joined=" + (joined ? 1 : 0) + " size=" + size + " " + verdict);
-    System.out.flush();
-    if (!problems.isEmpty()) System.exit(1);
+    if (ctx.size() != 5) problems.add("final size " + ctx.size());
+    MemberChecks.finish(ctx, joined, "", problems);
   }
 }
