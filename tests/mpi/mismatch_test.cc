@@ -221,7 +221,7 @@ TEST_F(Mismatch, EveryPairOfCollectivesFailsOnEveryRank) {
 // Under the rings (any topology but the default exponential graph) a neighbor call may
 // wait for a rank in a classic collective that never sends to it, and the reverse:
 // no header of the other operation arrives, and the ranks find the disagreement by
-// telling each other where they wait (STARLING_MISMATCH_CHECK_SECONDS, 0.3 s in this
+// telling each other where they wait (STARLING_MISMATCH_CHECK_SECONDS, 0.1 s in this
 // test). Every rank that cannot complete must fail with MISMATCH saying the ranks
 // disagree, within a few seconds; the allreduce after it then either gives the
 // exact sum or fails at once (the context is unusable after such a disagreement),
