@@ -63,6 +63,9 @@ Graph Graph::FromEdges(int size, std::vector<Edge> edges) {
   return g;
 }
 
+// One edge on the wire: src and dst as int32, the weight as a double.
+constexpr size_t kEncodedEdgeBytes = 2 * sizeof(int32_t) + sizeof(double);
+
 void Graph::AppendTo(std::vector<char>* out) const {
   PutBytes<int32_t>(out, size_);
   PutBytes<int64_t>(out, static_cast<int64_t>(edges_.size()));
@@ -76,8 +79,8 @@ void Graph::AppendTo(std::vector<char>* out) const {
 Graph Graph::ReadFrom(const std::vector<char>& in, size_t* at, const char* what) {
   const int size = TakeBytes<int32_t>(in, at, what);
   const int64_t count = TakeBytes<int64_t>(in, at, what);
-  STARLING_CHECK(count >= 0 && static_cast<size_t>(count) <= (in.size() - *at) / 16, Code::kInternal, what,
-                 ": bad edge count ", count);
+  STARLING_CHECK(count >= 0 && static_cast<size_t>(count) <= (in.size() - *at) / kEncodedEdgeBytes,
+                 Code::kInternal, what, ": bad edge count ", count);
   std::vector<Edge> edges;
   edges.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {

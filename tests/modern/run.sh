@@ -82,7 +82,10 @@ step "built $(basename "$wheel")"
 rm -rf "$venv"
 /usr/bin/python3 -m venv "$venv"
 mkdir -p "$cache"
-install() { "$venv/bin/python" -m pip install --quiet --no-index --find-links "$cache" "$wheel" "${packages[@]}"; }
+# --no-compile: pip would byte-compile every module of every package (TensorFlow, JAX
+# and PyTorch: tens of thousands); the tests import a fraction, compiled on first import.
+install() { "$venv/bin/python" -m pip install --quiet --no-compile --no-index --find-links "$cache" "$wheel" \
+              "${packages[@]}"; }
 if ! install 2> "$build/pip-offline.log"; then
   step "downloading what $cache lacks from PyPI"
   timeout 900 "$venv/bin/python" -m pip download --quiet --only-binary=:all: -d "$cache" \
