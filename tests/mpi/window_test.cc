@@ -306,18 +306,22 @@ TEST_F(Windows, GetsRacingUpdatesNeverSeeHalfAnUpdate) {
   for (int i = 0; i < n; ++i) x.set(i, 1.0 + rank);
   starling_window_t win;
   ASSERT_OK(starling_window_create(ctx, &x.t, "get_race", 1, &win));
+  // 600 ms and at least 20 rounds each: under ThreadSanitizer at 3 ranks on 2 cores a
+  // reader managed only 9 gets in 600 ms.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  constexpr int kMinRounds = 20;
+  auto more = [&](int rounds) { return rounds < kMinRounds || std::chrono::steady_clock::now() < until; };
   int rounds = 0;
   if (rank % 2 == 1) {
     const double zero = 0.0;
     starling_window_update_args_t u = OneSourceUpdate(&source, &zero, 1.0);
-    for (; std::chrono::steady_clock::now() < until; ++rounds) {
+    for (; more(rounds); ++rounds) {
       u.self_weight = rounds % 2 == 0 ? 2.0 : 0.5;
       ASSERT_OK(starling_window_update(win, &u));
     }
   } else {
     const bool updating = source % 2 == 1;
-    for (; std::chrono::steady_clock::now() < until; ++rounds) {
+    for (; more(rounds); ++rounds) {
       ASSERT_OK(starling_window_get(win, nullptr));
       ReadBuffer(win, source);
       const double first = x.get(0);
@@ -327,7 +331,6 @@ TEST_F(Windows, GetsRacingUpdatesNeverSeeHalfAnUpdate) {
       ASSERT_EQ(x.get(n - 1), first) << "half an update at get " << rounds;
     }
   }
-  EXPECT_GT(rounds, 10);
   ASSERT_OK(starling_barrier(ctx));
   ASSERT_OK(starling_window_free(win));
 }
