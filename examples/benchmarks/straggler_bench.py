@@ -294,16 +294,18 @@ def main():
     encoded = torch.tensor(list(directory.encode().ljust(256, b"\0")), dtype=torch.uint8)
     directory = bytes(bf.broadcast(encoded, root_rank=0, name="stop.dir").tolist()).rstrip(b"\0").decode()
     data = load_data(bf.rank(), bf.size(), args.limit or None)
+    runs = [(setting, k, method) for setting in settings for k in slowdowns for method in methods
+            if not (setting == "random" and k == 1)]  # random at k = 1 is fixed at k = 1
     results = []
-    for setting in settings:
-        for k in slowdowns:
-            if setting == "random" and k == 1:
-                continue  # the same as fixed with k = 1
-            for method in methods:
-                stop_path = os.path.join(directory, f"{method}.{setting}.{k}")
-                samples, seconds, epochs = train(method, k, setting, data, args, stop_path)
-                per_rank, all_seconds, all_epochs = gather(samples, seconds, epochs, f"{method}.{setting}.{k}")
-                results.append(summarize(method, k, setting, per_rank, all_seconds, all_epochs, args.target))
+    for setting, k, method in runs:
+        stop_path = os.path.join(directory, f"{method}.{setting}.{k}")
+        samples, seconds, epochs = train(method, k, setting, data, args, stop_path)
+        per_rank, all_seconds, all_epochs = gather(samples, seconds, epochs, f"{method}.{setting}.{k}")
+        results.append(summarize(method, k, setting, per_rank, all_seconds, all_epochs, args.target))
+        if bf.rank() == 0:  # progress: a run at k = 10 takes minutes
+            r = results[-1]
+            print(f"[{len(results)}/{len(runs)}] {setting} k={k} {method}: {r['seconds_per_epoch']:.3f} s/epoch, "
+                  f"final accuracy {r['final_accuracy']:.4f}", file=sys.stderr, flush=True)
     bf.barrier()
     if bf.rank() == 0:
         shutil.rmtree(directory, ignore_errors=True)
