@@ -37,6 +37,8 @@ the epochs the ranks completed, averaged over ranks: the time the job takes per 
 data), time to --target test accuracy, and the final accuracy. Accuracy is the mean over
 ranks of each rank's model on the test set, sampled by every rank each time its clock
 crosses a multiple of --sample-interval (the evaluation is not counted in the clock).
+After each run, one allreduce averages the ranks' models (what a decentralized run ends
+with): the accuracy of that averaged model is reported too.
 Rank 0 writes OUT.csv, OUT.json and, where matplotlib is installed, OUT.png (accuracy
 against wall-clock time per method, one panel per k and setting).
 """
@@ -111,7 +113,8 @@ def stall(seconds, burn):
 
 
 def train(method, k, setting, data, args, stop_path):
-    """One run; returns this rank's samples [(seconds, accuracy)], seconds, epochs done."""
+    """One run; returns this rank's samples [(seconds, accuracy)], seconds, epochs done and
+    the accuracy of the ranks' averaged model."""
     train_x, train_y, test_x, test_y = data
     torch.manual_seed(1234)
     model = make_model(args.hidden)
@@ -163,10 +166,15 @@ def train(method, k, setting, data, args, stop_path):
         optimizer.free()
     elif hasattr(optimizer, "unregister_window"):
         optimizer.unregister_window()
-    return samples, seconds, epochs_done
+    # What a decentralized run ends with: one allreduce averages the ranks' models.
+    averaged = make_model(args.hidden)
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    bf.allreduce_parameters(state)
+    averaged.load_state_dict(state)
+    return samples, seconds, epochs_done, accuracy(averaged, test_x, test_y)
 
 
-def summarize(method, k, setting, samples, seconds, epochs, target):
+def summarize(method, k, setting, samples, seconds, epochs, averaged, target):
     """samples: per rank, [(seconds, accuracy)]. The mean accuracy over ranks at time t
     takes each rank's last sample at or before t."""
     times = sorted({t for rank in samples for t, _ in rank})
@@ -181,6 +189,7 @@ def summarize(method, k, setting, samples, seconds, epochs, target):
         "seconds_to_target": reached,
         "final_accuracy": curve[-1][1],
         "worst_rank_accuracy": min(rank[-1][1] for rank in samples),
+        "averaged_model_accuracy": averaged,
         "run_seconds": run,
         "epochs_per_rank": [round(e, 2) for e in epochs],
         "curve": curve,
@@ -198,7 +207,7 @@ def gather(samples, seconds, epochs, name):
 
 def write_table(results, args, out):
     fields = ["setting", "k", "method", "seconds_per_epoch", "seconds_to_target", "final_accuracy",
-              "worst_rank_accuracy", "run_seconds"]
+              "worst_rank_accuracy", "averaged_model_accuracy", "run_seconds"]
     with open(out + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -208,8 +217,8 @@ def write_table(results, args, out):
     print(f"{bf.size()} ranks, {args.epochs} epochs, batch {args.batch_size} per rank, MLP 64-{args.hidden}-"
           f"{args.hidden}-10, device time {args.device_ms:g} ms per step, slow rank "
           f"{'burns CPU' if args.burn else 'sleeps'}, target {args.target}")
-    print("| setting | k | method | s/epoch | s to target | vs allreduce | final acc (worst rank) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| setting | k | method | s/epoch | s to target | vs allreduce | final acc (worst rank) | averaged model |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         base = next((b for b in results if b["method"] == "allreduce" and b["k"] == r["k"]
                      and b["setting"] == r["setting"]), None)
@@ -219,7 +228,7 @@ def write_table(results, args, out):
             speedup = f"{base['seconds_to_target'] / reached:.2f}x"
         print(f"| {r['setting']} | {r['k']} | {r['method']} | {r['seconds_per_epoch']:.3f} | "
               f"{'never' if reached is None else f'{reached:.2f}'} | {speedup} | "
-              f"{r['final_accuracy']:.4f} ({r['worst_rank_accuracy']:.4f}) |")
+              f"{r['final_accuracy']:.4f} ({r['worst_rank_accuracy']:.4f}) | {r['averaged_model_accuracy']:.4f} |")
 
 
 def plot(results, args, path):
@@ -279,7 +288,7 @@ def main():
     parser.add_argument("--out", default="straggler", help="writes OUT.csv, OUT.json, OUT.png (rank 0)")
     parser.add_argument("--dpi", type=int, default=80)
     parser.add_argument("--min-accuracy", type=float, default=0.0,
-                        help="exit 1 unless every run ends at least this accurate (smoke tests)")
+                        help="exit 1 unless every run ends at least this accurate, averaged model too (smoke tests)")
     args = parser.parse_args()
     methods = args.methods.split(",")
     slowdowns = [int(k) for k in args.slowdowns.split(",")]
@@ -299,19 +308,21 @@ def main():
     results = []
     for setting, k, method in runs:
         stop_path = os.path.join(directory, f"{method}.{setting}.{k}")
-        samples, seconds, epochs = train(method, k, setting, data, args, stop_path)
+        samples, seconds, epochs, averaged = train(method, k, setting, data, args, stop_path)
         per_rank, all_seconds, all_epochs = gather(samples, seconds, epochs, f"{method}.{setting}.{k}")
-        results.append(summarize(method, k, setting, per_rank, all_seconds, all_epochs, args.target))
+        results.append(summarize(method, k, setting, per_rank, all_seconds, all_epochs, averaged, args.target))
         if bf.rank() == 0:  # progress: a run at k = 10 takes minutes
             r = results[-1]
             print(f"[{len(results)}/{len(runs)}] {setting} k={k} {method}: {r['seconds_per_epoch']:.3f} s/epoch, "
-                  f"final accuracy {r['final_accuracy']:.4f}", file=sys.stderr, flush=True)
+                  f"final accuracy {r['final_accuracy']:.4f}, averaged model {r['averaged_model_accuracy']:.4f}",
+                  file=sys.stderr, flush=True)
     bf.barrier()
     if bf.rank() == 0:
         shutil.rmtree(directory, ignore_errors=True)
         write_table(results, args, args.out)
         plot(results, args, args.out + ".png")
-    failed = [(r["method"], r["setting"], r["k"]) for r in results if r["final_accuracy"] < args.min_accuracy]
+    failed = [(r["method"], r["setting"], r["k"]) for r in results
+              if min(r["final_accuracy"], r["averaged_model_accuracy"]) < args.min_accuracy]
     bf.shutdown()
     if failed:
         print(f"below --min-accuracy {args.min_accuracy}: {failed}", file=sys.stderr)
