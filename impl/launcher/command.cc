@@ -433,6 +433,13 @@ Command BuildCommand(const Options& o, const Environment& env) {
   // without put). Large messages then go through the send pipeline.
   if (o.fault_tolerant) mca("btl_tcp_flags", kUlfmTcpFlags, nullptr);
   if (!ompi5) mca("orte_base_help_aggregate", "0", nullptr);  // full error text from every rank (ORTE only)
+  // When a rank exits non-zero, ORTE stops the others with SIGCONT, a 1 s sleep, SIGTERM,
+  // another 1 s sleep, then SIGKILL, and its event loop (output forwarding included)
+  // stands still meanwhile: a job whose rank 0 raised ended 3 s later across two hosts,
+  // 0.2 s with no sleeps. Starling's peers have failed and printed by then (the leaving
+  // rank tells them before it exits). The cost: a rank's SIGTERM handler gets no time
+  // when Open MPI 4 ends a job. (PRRTE, Open MPI 5, has no such sleeps.)
+  if (!ompi5) mca("odls_base_sigkill_timeout", "0", nullptr);
   // Which network TCP uses, for the ranks (btl) and for Open MPI's daemons (oob).
   // Open MPI refuses include and exclude lists together. On one machine: loopback, as
   // Open MPI would also try the machine's other interfaces, which can hang. Across

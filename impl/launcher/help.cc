@@ -54,7 +54,12 @@ What starlingrun adds to mpirun for you:
                               machines without --interface, Open MPI picks (every
                               interface but loopback)
   --mca orte_base_help_aggregate 0
-                              full error messages from every rank
+                              full error messages from every rank (Open MPI 4)
+  --mca odls_base_sigkill_timeout 0
+                              once a rank fails, the others are stopped at once
+                              rather than after two 1 s sleeps (Open MPI 4); a
+                              rank's SIGTERM handler then gets no time: give it some
+                              with --mpi-args "--mca odls_base_sigkill_timeout 1"
 
 Environment:
   Every STARLING_* and BLUEFOG_* variable set here is passed to every rank, and so are

@@ -297,8 +297,9 @@ class Context {
   // #sequence(), and why ("called shutdown ..."). `normal`: it took part in every
   // operation up to then, so peers still inside one of them finish it; otherwise
   // (an exception, an exit without destroy) every peer's wait ends. Once per context;
-  // returns when the notices have left (at most about 1 s).
-  void Depart(const std::string& reason, bool normal);
+  // returns when the notices have left (at most about 1 s), with how many ranks were
+  // told (0: alone, every other rank gone, or told already).
+  size_t Depart(const std::string& reason, bool normal);
   // Destroy, after Depart: waits until every other rank has departed (serving peers'
   // window requests meanwhile). Throws Error when one failed or left abnormally, on
   // STARLING_TIMEOUT_SECONDS, or after an abort (the wait ends either way).

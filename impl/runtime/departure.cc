@@ -61,12 +61,12 @@ void Context::WatchExit(const std::shared_ptr<Context>& context) {
   g_live->push_back(context);
 }
 
-void Context::Depart(const std::string& reason, bool normal) {
+size_t Context::Depart(const std::string& reason, bool normal) {
   PollFailureNotice();  // learn of ranks that left already
   std::lock_guard<std::mutex> lock(notice_mutex_);
-  if (departed_ || !transport_) return;
+  if (departed_ || !transport_) return 0;
   departed_ = true;
-  if (size_ <= 1) return;
+  if (size_ <= 1) return 0;
   // Kept until the process ends (quarantined, so leak checkers see it held): a send to a
   // stuck peer may complete (and read the buffer) at any later time.
   auto kept = std::make_shared<Notice>();
@@ -109,6 +109,7 @@ void Context::Depart(const std::string& reason, bool normal) {
     if (pending) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   STARLING_LOG_DEBUG("departure told to ", sends.size(), " ranks: ", reason);
+  return sends.size();
 }
 
 void Context::AwaitDepartures() {
@@ -167,7 +168,11 @@ void Context::Abandon(const std::string& reason) {
   // The first to leave (others follow a failure: theirs is not the first report).
   if (!local_teardown()) std::this_thread::sleep_for(std::chrono::duration<double>(kLastWordsSeconds));
 
-  Depart(reason, /*normal=*/false);
+  const size_t told = Depart(reason, /*normal=*/false);
+  // Then every rank's error, the peers' too: the launcher may stop all ranks as soon as
+  // one exits non-zero (at once under starlingrun with Open MPI 4), and the peers that
+  // this notice fails print their errors within milliseconds of each other.
+  if (told > 0) std::this_thread::sleep_for(std::chrono::duration<double>(kLastWordsSeconds));
   Abort();    // the running operation fails within milliseconds, queued ones at once
   Destroy();  // local: aborted
 }

@@ -5,10 +5,12 @@
 #
 #   run_tests.sh --hosts N --per-host K --suite full|short --starlingrun PATH
 #                --program PATH [--collectives PATH] [--neighbor PATH] [--windows PATH]
+#                [--exit-program PATH]
 #                [--python-dir DIR --python-tests DIR] [--rate RATE]
 #
 # full: every test program whole, a Python optimizer, a notebook on engines across the
-# hosts (starlingrun start -H, notebook_check.py), a rank and a host killed.
+# hosts (starlingrun start -H, notebook_check.py), rank 0 leaving early (C exit(1),
+# an uncaught Python exception), a rank and a host killed.
 # short: the machine checks, subsets of the programs, a host killed.
 # Exits 77 (skipped) where namespaces cannot be made, unless STARLING_REQUIRE_MULTIHOST=1.
 # Prints one line per check (kill checks with their measured times); exits 1 if any failed.
@@ -16,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 hosts=2 per_host=2 suite=full rate="" run="" program="" collectives="" neighbor="" windows=""
-python_dir="" python_tests=""
+python_dir="" python_tests="" exit_program=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=$2 ;;
@@ -28,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --collectives) collectives=$2 ;;
     --neighbor) neighbor=$2 ;;
     --windows) windows=$2 ;;
+    --exit-program) exit_program=$2 ;;
     --python-dir) python_dir=$2 ;;
     --python-tests) python_tests=$2 ;;
     *) echo "run_tests.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -38,7 +41,7 @@ done
 # The jobs run from other directories (and on other "hosts"): absolute paths only.
 abs() { [[ -z $1 ]] || realpath "$1"; }
 run=$(abs "$run") program=$(abs "$program") collectives=$(abs "$collectives")
-neighbor=$(abs "$neighbor") windows=$(abs "$windows") python_dir=$(abs "$python_dir")
+neighbor=$(abs "$neighbor") windows=$(abs "$windows") exit_program=$(abs "$exit_program") python_dir=$(abs "$python_dir")
 python_tests=$(abs "$python_tests")
 
 # shellcheck source-path=SCRIPTDIR source=netns_hosts.sh
@@ -239,6 +242,41 @@ notebook_test() {
   fi
 }
 if [[ $suite == full && -n $python_dir && -d $python_dir/starling ]]; then notebook_test; fi
+
+# --- A rank leaves early (rank 0, on host1) -----------------------------------------
+# As on one host (tests/exit, docs/reliability.md): the job ends non-zero within the
+# bound of rank 0's leaving, the ranks on the other hosts fail naming rank 0 and why,
+# rank 0's own error is the first one shown, and nothing is left on any host. Rank 0
+# prints time.monotonic() (CLOCK_MONOTONIC), which the namespace hosts share.
+# exit_test NAME REASON FIRST PROGRAM ARGS...: REASON follows "rank 0 (pid ... on host
+# host1)" in the peers' errors; FIRST ("" : none) the first error shown.
+exit_test() {
+  local name=$1 reason=$2 first=$3 rc=0
+  shift 3
+  # The goal, 2 s: measured 0.2-0.3 s (3.1-4.2 s when ORTE slept before its kills).
+  mh_exec host1 env PYTHONPATH="$python_dir" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 \
+    "$here/../exit/run_exit_test.py" --bound 2 --limit "$LIMIT" ${first:+--first "$first"} \
+    --peer "rank 0 \\(pid [0-9]+ on host host1[^)]*\\) $reason" \
+    -- "$run" "${common[@]}" -H "$host_list" "$@" >"$WORK/out" 2>&1 || rc=$?
+  if [[ $rc != 0 ]]; then
+    fail "$name: $(grep -m1 -A1 '^FAILED' "$WORK/out" | tail -n 1 | sed 's/^ *//')"
+  elif ! hosts_empty 5; then
+    fail "$name: the job ended but processes were left"
+  else
+    pass "$name: $(head -n 1 "$WORK/out")"
+  fi
+}
+if [[ $suite == full ]]; then
+  if [[ -x $exit_program ]]; then
+    exit_test "rank 0 calls exit(1) (C, -H)" "exited \\(status 1\\) without destroying" "" \
+      "$exit_program" exit1 2
+  fi
+  if [[ -n $python_dir && -d $python_dir/starling ]]; then
+    exit_test "rank 0 raises at step 3, a window alive (Python, -H)" \
+      "is exiting: uncaught RuntimeError: user bug on rank 0" "RuntimeError: user bug on rank 0" \
+      /usr/bin/python3 "$here/../exit/exit_program.py" raise 3 window
+  fi
+fi
 
 # --- A rank or a host dies mid-run ---------------------------------------------------
 # The job (allreduce in a loop) must end with a non-zero exit, and every process of it

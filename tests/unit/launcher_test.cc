@@ -200,6 +200,7 @@ TEST(LauncherCommand, DefaultIsLocalhostWithProgramLast) {
   EXPECT_TRUE(HasSeq(argv, {"-H", "localhost:2"}));
   EXPECT_TRUE(HasSeq(argv, {"--bind-to", "none"}));
   EXPECT_TRUE(HasSeq(argv, {"--mca", "orte_base_help_aggregate", "0"}));
+  EXPECT_TRUE(HasSeq(argv, {"--mca", "odls_base_sigkill_timeout", "0"}));
   ASSERT_GE(argv.size(), 4u);
   EXPECT_EQ(std::vector<std::string>(argv.end() - 4, argv.end()), (Args{"--", "prog", "a", "b"}));
 }
@@ -332,12 +333,18 @@ TEST(LauncherCommand, UserMcaChoicesWin) {
       HasSeq(argv, {"--mca", "btl_tcp_if_include", "eth0", "--bind-to", "core", "--", "prog"}));
   EXPECT_TRUE(HasSeq(argv, {"--mca", "oob_tcp_if_include", "lo"}));
   EXPECT_FALSE(HasSeq(argv, {"--bind-to", "none"}));
+  // A SIGTERM handler that needs time: the user's kill timeout, given once.
+  argv = Argv({"-np", "2", "--mpi-args", "--mca odls_base_sigkill_timeout 1", "prog"});
+  EXPECT_EQ(Count(argv, "odls_base_sigkill_timeout"), 1u);
+  EXPECT_TRUE(HasSeq(argv, {"--mca", "odls_base_sigkill_timeout", "1", "--", "prog"}));
 
   Environment env = TwoCores();
   env.vars["OMPI_MCA_orte_base_help_aggregate"] = "1";
+  env.vars["OMPI_MCA_odls_base_sigkill_timeout"] = "2";
   env.vars["OMPI_MCA_oob_tcp_if_exclude"] = "docker0";  // include + exclude is an error
   argv = Argv({"-np", "2", "prog"}, env);
   EXPECT_FALSE(Has(argv, "orte_base_help_aggregate"));
+  EXPECT_FALSE(Has(argv, "odls_base_sigkill_timeout"));
   EXPECT_FALSE(Has(argv, "oob_tcp_if_include"));
   EXPECT_TRUE(HasSeq(argv, {"--mca", "btl_tcp_if_include", "lo"}));
 }
@@ -437,6 +444,7 @@ TEST(LauncherCommand, OpenMpi5Flags) {
   EXPECT_TRUE(HasSeq(Argv({"-np", "3", "prog"}, env), {"--map-by", ":OVERSUBSCRIBE"}));
   EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "--oversubscribe"));
   EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "orte_base_help_aggregate"));
+  EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "odls_base_sigkill_timeout"));
   EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "oob_tcp_if_include"));  // PRRTE refuses lo alone
   EXPECT_TRUE(HasSeq(Argv({"-np", "3", "prog"}, env), {"--mca", "btl_tcp_if_include", "lo"}));
   EXPECT_FALSE(Has(Argv({"-np", "2", "prog"}, env), "--map-by"));
