@@ -36,10 +36,10 @@ bool TeardownWatch::Stuck(Clock::duration grace) {
     had_descendants_ = true;
     if (info.state != 'Z') {
       ++alive;
-    } else if (failure_status_ == 0 && info.exit_code >= 0) {
+    } else if (info.exit_code >= 0) {
       const int status = info.exit_code;
-      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) failure_status_ = WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) failure_status_ = 128 + WTERMSIG(status);
+      if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && exit_failure_ == 0) exit_failure_ = WEXITSTATUS(status);
+      if (WIFSIGNALED(status) && signal_failure_ == 0) signal_failure_ = 128 + WTERMSIG(status);
     }
   }
   const auto now = Clock::now();

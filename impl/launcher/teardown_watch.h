@@ -20,16 +20,19 @@ class TeardownWatch {
   // Walks /proc (call it about once a second). True once mpirun has had descendants and
   // none has been alive for `grace`.
   bool Stuck(Clock::duration grace);
-  // The first failure seen among the zombies below mpirun, as an exit status (1-255,
-  // 128 + signal), or 0 if none of those seen failed.
-  int failure_status() const { return failure_status_; }
+  // A failure seen among the zombies below mpirun, as an exit status, or 0 if none of
+  // those seen failed: a non-zero exit (1-255) before a death by a signal (128 +
+  // signal), which is mostly mpirun's own SIGTERM or SIGKILL to the ranks that were
+  // still running when the first failed.
+  int failure_status() const { return exit_failure_ != 0 ? exit_failure_ : signal_failure_; }
 
  private:
   pid_t root_;
   bool had_descendants_ = false;
   bool idle_ = false;
   Clock::time_point idle_since_{};
-  int failure_status_ = 0;
+  int exit_failure_ = 0;
+  int signal_failure_ = 0;
 };
 
 }  // namespace starling::launcher

@@ -161,14 +161,16 @@ fi
 
 # ---- mpirun that hangs in its own teardown ------------------------------------------
 # Open MPI 4.1's mpirun deadlocks now and then after every rank has ended
-# (impl/launcher/teardown_watch.h). A stand-in mpirun starts two "ranks" (one exits 3),
-# leaves them as zombies and hangs: starlingrun stops it and exits with the rank's 3.
+# (impl/launcher/teardown_watch.h). A stand-in mpirun starts three "ranks" (the first
+# dies of SIGTERM, as mpirun's kill leaves the others, the next exits 3), leaves them as
+# zombies and hangs: starlingrun stops it and exits with the failed rank's 3.
 cat > "$WORK/hung_mpirun.py" <<'PY'
 import subprocess, sys, time
 if "--version" in sys.argv:
     print("mpirun (Open MPI) 4.1.4")
     sys.exit(0)
-ranks = [subprocess.Popen(["sh", "-c", "exit 3"]), subprocess.Popen(["sh", "-c", "exit 0"])]
+ranks = [subprocess.Popen(["sh", "-c", 'kill -TERM $$']), subprocess.Popen(["sh", "-c", "exit 3"]),
+         subprocess.Popen(["sh", "-c", "exit 0"])]
 time.sleep(float(__import__("os").environ.get("HANG", "300")))  # never reaps its ranks
 sys.exit(0)
 PY
