@@ -230,7 +230,14 @@ int Supervise(const std::vector<std::string>& command, double timeout_seconds, b
     return 0;
   }
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  if (WIFSIGNALED(wait_status)) {
+    // Not our doing: say so, as a shell would for its own child (Open MPI 4.1's mpirun
+    // can crash in its teardown once its ranks have ended, their errors already shown).
+    const int sig = WTERMSIG(wait_status);
+    std::fprintf(stderr, "starlingrun: mpirun died of signal %d (%s); exit status %d\n", sig, strsignal(sig),
+                 128 + sig);
+    return 128 + sig;
+  }
   return 1;
 }
 

@@ -190,6 +190,17 @@ HANG=2 STARLING_MPIRUN=$WORK/hung_mpirun timeout -s KILL "$LIMIT" "$RUN" -np 2 -
 check "a teardown of 2 s is not cut short: mpirun's status 0 (got $rc)" test "$rc" -eq 0
 check "and nothing is said about it" bash -c "! grep -q 'mpirun has not exited' '$WORK/err'"
 
+# ---- mpirun that crashes -------------------------------------------------------------
+# (Open MPI 4.1's mpirun dies of SIGSEGV in its teardown now and then.) Its status, and
+# a line that says what happened: a shell says nothing of a grandchild's crash.
+printf '#!/bin/sh\ncase "$*" in *--version*) echo "mpirun (Open MPI) 4.1.4"; exit 0;; esac\nkill -SEGV $$\n' \
+  > "$WORK/crashing_mpirun"
+chmod +x "$WORK/crashing_mpirun"
+rc=0
+STARLING_MPIRUN=$WORK/crashing_mpirun timeout -s KILL "$LIMIT" "$RUN" -np 2 -- true >"$WORK/out" 2>"$WORK/err" || rc=$?
+check "a crashed mpirun: exit status 139 (got $rc)" test "$rc" -eq 139
+check "and starlingrun says so" grep -q "mpirun died of signal 11 (Segmentation fault)" "$WORK/err"
+
 # ---- environment ----------------------------------------------------------------
 rc=0
 STARLING_FOO="hello $$" timeout -s KILL "$LIMIT" "$RUN" -np 2 -- sh -c 'echo "foo=$STARLING_FOO"' \
