@@ -249,6 +249,10 @@ def start(flags: Sequence[str], profile: str = DEFAULT_PROFILE, timeout: float =
     # Engines import the same starling as this process, on every host.
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # Open MPI 4's 1 s between stopping the engines' signals, which starlingrun removes
+    # for batch jobs: when an engine dies, the others then have time to send the notebook
+    # Starling's error naming the dead rank before mpirun ends them.
+    env.setdefault("OMPI_MCA_odls_base_sigkill_timeout", "1")
     # Heartbeat every second, an engine that misses 10 is dead: found in ~10 s, not 30.
     where = [f"--ip={'127.0.0.1' if local else '*'}"]
     location = None if local else _interface_address(flags)
