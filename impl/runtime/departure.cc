@@ -158,7 +158,9 @@ void Context::AwaitDepartures() {
 
 // Abandoning usually follows an error report the user must see first (a traceback):
 // give the launcher time to forward it before the peers' own errors follow.
-constexpr double kLastWordsSeconds = 0.1;
+namespace {
+void WaitForLastWords() { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+}  // namespace
 
 void Context::Abandon(const std::string& reason) {
   {
@@ -166,13 +168,13 @@ void Context::Abandon(const std::string& reason) {
     if (destroyed_) return;
   }
   // The first to leave (others follow a failure: theirs is not the first report).
-  if (!local_teardown()) std::this_thread::sleep_for(std::chrono::duration<double>(kLastWordsSeconds));
+  if (!local_teardown()) WaitForLastWords();
 
   const size_t told = Depart(reason, /*normal=*/false);
   // Then every rank's error, the peers' too: the launcher may stop all ranks as soon as
   // one exits non-zero (at once under starlingrun with Open MPI 4), and the peers that
   // this notice fails print their errors within milliseconds of each other.
-  if (told > 0) std::this_thread::sleep_for(std::chrono::duration<double>(kLastWordsSeconds));
+  if (told > 0) WaitForLastWords();
   Abort();    // the running operation fails within milliseconds, queued ones at once
   Destroy();  // local: aborted
 }
