@@ -464,13 +464,25 @@ Command BuildCommand(const Options& o, const Environment& env) {
 
   // Environment for the ranks: Starling's and BlueFog's variables and the paths a
   // program needs to start, then the -x extras, which take precedence.
+  // A fault-tolerant job's grows pass the same on to the processes they start
+  // (STARLING_GROW_ENV lists the names; Open MPI gives those only its daemons'
+  // environment), unless the user's own -x STARLING_GROW_ENV says otherwise.
   std::set<std::string> named_by_extras;
   for (const std::string& spec : o.exports) named_by_extras.insert(ExportName(spec));
+  const bool grow_env = o.fault_tolerant && !named_by_extras.count("STARLING_GROW_ENV");
+  std::vector<std::string> passed;  // names, in order, once each
+  auto pass = [&](const std::string& name) {
+    if (std::find(passed.begin(), passed.end(), name) == passed.end()) passed.push_back(name);
+  };
   for (const auto& [name, value] : env.vars) {
     bool wanted = StartsWith(name, "STARLING_") || StartsWith(name, "BLUEFOG_") ||
                   name == "PYTHONPATH" || name == "LD_LIBRARY_PATH" || name == "PATH";
     if (name == "STARLING_MPIRUN") wanted = false;  // the launcher's own setting
-    if (wanted && !named_by_extras.count(name)) argv.insert(argv.end(), {"-x", name});
+    if (name == "STARLING_GROW_ENV" && grow_env) wanted = false;  // merged below
+    if (wanted && !named_by_extras.count(name)) {
+      argv.insert(argv.end(), {"-x", name});
+      pass(name);
+    }
   }
   std::set<std::string> exported;
   for (const std::string& spec : o.exports) {
@@ -483,10 +495,21 @@ Command BuildCommand(const Options& o, const Environment& env) {
     if (spec.find('=') == std::string::npos && exported.count(name)) continue;  // -x A -x A
     exported.insert(name);
     argv.insert(argv.end(), {"-x", spec});
+    pass(name);
   }
   // The library is silent by default; someone using the launcher wants stall warnings.
   if (NeedsDefaultLogLevel(o, env)) {
     argv.insert(argv.end(), {"-x", std::string("STARLING_LOG_LEVEL=") + kDefaultLogLevel});
+    pass("STARLING_LOG_LEVEL");
+  }
+  if (grow_env) {
+    auto own = env.vars.find("STARLING_GROW_ENV");  // the user's names come first
+    std::string names = own != env.vars.end() ? own->second : "";
+    for (const std::string& name : passed) {
+      if (name == "STARLING_GROW_ENV" || ("," + names + ",").find("," + name + ",") != std::string::npos) continue;
+      names += (names.empty() ? "" : ",") + name;
+    }
+    argv.insert(argv.end(), {"-x", "STARLING_GROW_ENV=" + names});
   }
 
   argv.insert(argv.end(), o.mpi_args.begin(), o.mpi_args.end());

@@ -33,7 +33,8 @@ Options:
                               ulfm): the job goes on, the survivors' Starling calls fail
                               with PEER_FAILED and they may repair the context; the
                               launcher reports each rank that dies and exits 0 when the
-                              survivors finish (refused on Open MPI 4)
+                              survivors finish (refused on Open MPI 4); processes a
+                              grow starts get what -x passes too (STARLING_GROW_ENV)
   --mpi-args "ARGS"           extra arguments for mpirun, appended as given (split on
                               spaces, no quoting); they win over the automatic flags below
   -x NAME[=VALUE]             also pass environment variable NAME to every rank, with

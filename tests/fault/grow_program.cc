@@ -2,7 +2,7 @@
 // run_grow_test.py. The same program is started again by the grow: the new process
 // enters the context inside starling_context_create and checks it joined.
 //
-//   grow_program <scenario>
+//   grow_program <scenario> [--expect-env=NAME=VALUE...]
 //   replace     rank 1 dies (SIGKILL); the survivors get PEER_FAILED, repair, and grow
 //               by one process placed at rank 1 (the dead rank's place)
 //   append      no failure: grow by one process at the end (the default place)
@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -194,6 +195,16 @@ int main(int argc, char** argv) {
   const int first_rank = rank;
   double grow_s = 0.0;
   try {
+    // --expect-env=NAME=VALUE (newcomers get the same arguments): every member must see
+    // NAME set to VALUE, also those a grow started (starlingrun -x passes it on).
+    for (int i = 2; i < argc; ++i) {
+      const std::string arg = argv[i], flag = "--expect-env=";
+      Expect(arg.rfind(flag, 0) == 0 && arg.find('=', flag.size()) != std::string::npos, "bad argument " + arg);
+      const std::string name = arg.substr(flag.size(), arg.find('=', flag.size()) - flag.size());
+      const char* value = std::getenv(name.c_str());
+      Expect(value != nullptr && arg.substr(flag.size() + name.size() + 1) == value,
+             "environment: " + name + " is " + (value != nullptr ? std::string("'") + value + "'" : "unset"));
+    }
     if (!joined) {
       Expect(scenario == "append" || scenario == "replace" || scenario == "replace_ring" ||
                  scenario == "replace_two" || scenario == "replace_then_fail" || scenario == "resize" ||

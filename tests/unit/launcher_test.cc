@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
@@ -483,6 +484,37 @@ TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
     Command refused = BuildCommand(Parse({"--fault-tolerant", "-np", "3", "prog"}), env);
     EXPECT_NE(refused.error.find("needs Open MPI 5 with ULFM"), std::string::npos) << refused.error;
   }
+}
+
+TEST(LauncherCommand, FaultTolerantGrowsPassOnWhatTheRanksGet) {
+  Environment env = TwoCores();
+  env.mpi_major = 5;
+  env.vars["PYTHONPATH"] = "/p";
+  env.vars["STARLING_TIMEOUT_SECONDS"] = "30";
+  env.vars["HOME"] = "/root";
+  // Everything passed with -x, the default log level too; nothing else.
+  std::vector<std::string> argv = Argv({"--fault-tolerant", "-x", "FOO=1", "-np", "3", "prog"}, env);
+  auto at = std::find_if(argv.begin(), argv.end(),
+                         [](const std::string& w) { return w.rfind("STARLING_GROW_ENV=", 0) == 0; });
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at - 1), "-x");
+  std::string names = "," + at->substr(std::strlen("STARLING_GROW_ENV=")) + ",";
+  for (const char* name : {"PYTHONPATH", "STARLING_TIMEOUT_SECONDS", "FOO", "STARLING_LOG_LEVEL"})
+    EXPECT_NE(names.find(std::string(",") + name + ","), std::string::npos) << name << " in " << names;
+  EXPECT_EQ(names.find("HOME"), std::string::npos) << names;
+  // The user's own list comes first and is kept; their -x STARLING_GROW_ENV=... wins outright.
+  env.vars["STARLING_GROW_ENV"] = "MINE";
+  argv = Argv({"--fault-tolerant", "-np", "3", "prog"}, env);
+  at = std::find_if(argv.begin(), argv.end(), [](const std::string& w) { return w.rfind("STARLING_GROW_ENV=", 0) == 0; });
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(at->rfind("STARLING_GROW_ENV=MINE,", 0), 0u) << *at;
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "STARLING_GROW_ENV"), 0);
+  argv = Argv({"--fault-tolerant", "-x", "STARLING_GROW_ENV=A", "-np", "3", "prog"}, env);
+  EXPECT_TRUE(HasSeq(argv, {"-x", "STARLING_GROW_ENV=A"}));
+  EXPECT_EQ(std::count_if(argv.begin(), argv.end(), [](const std::string& w) { return w.find("STARLING_GROW_ENV") == 0; }), 1);
+  // Only fault-tolerant jobs grow.
+  EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "STARLING_GROW_ENV=MINE,PYTHONPATH"));
+  for (const std::string& w : Argv({"-np", "3", "prog"}, env)) EXPECT_NE(w.rfind("STARLING_GROW_ENV=", 0), 0u) << w;
 }
 
 TEST(LauncherHelp, MentionsEveryOption) {

@@ -5,11 +5,13 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "impl/common/error.h"
@@ -77,10 +79,43 @@ void SendNoPort(MPI_Comm link, int count) {
   }
 }
 
+// What the newcomers get beyond their launcher daemon's environment: the variables
+// STARLING_GROW_ENV names (comma-separated; starlingrun --fault-tolerant sets it to
+// everything it passes with -x), with this process's values, as NAME=VALUE. Without
+// them a newcomer lacked what `-x` gave the first ranks: a Python newcomer failed at
+// its import for want of -x PYTHONPATH, and the current ranks waited for it until
+// STARLING_TIMEOUT_SECONDS.
+std::vector<std::string> GrowEnvironment() {
+  const char* names = std::getenv("STARLING_GROW_ENV");
+  if (names == nullptr || *names == '\0') return {};
+  std::vector<std::string> assignments;
+  std::stringstream list(names);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    const char* value = name.empty() || name.find('=') != std::string::npos ? nullptr : std::getenv(name.c_str());
+    if (value != nullptr) assignments.push_back(name + "=" + value);
+  }
+  assignments.push_back(std::string("STARLING_GROW_ENV=") + names);  // the newcomers' own grows pass it on
+  return assignments;
+}
+
 // Spawns and hands the port over (blocking calls: this runs on the handover thread).
 int SpawnAndHandOver(const std::string& command, const std::vector<std::string>& argv, int count, char* port) {
+  // The environment goes through env(1): Open MPI's spawn key for it (PMIX_ENVAR) takes
+  // at most MPI_MAX_INFO_VAL (256) characters, less than one PATH. env execs the
+  // program in the same process, so MPI sees the program itself.
+  // (A program whose path has a '=' would read as an assignment: it gets no variables.)
+  std::vector<std::string> words;
+  if (command.find('=') == std::string::npos) words = GrowEnvironment();
+  std::string program = command;
+  if (!words.empty()) {
+    words.insert(words.begin(), "--");
+    words.push_back(command);
+    program = "/usr/bin/env";
+  }
+  words.insert(words.end(), argv.begin(), argv.end());
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : words) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   MPI_Info info = MPI_INFO_NULL;
   // The newcomers start where the root runs (a relative script path still resolves).
@@ -89,7 +124,7 @@ int SpawnAndHandOver(const std::string& command, const std::vector<std::string>&
   if (getcwd(cwd, sizeof(cwd)) != nullptr) MPI_Info_set(info, "wdir", cwd);
   std::vector<int> errors(static_cast<size_t>(count), MPI_SUCCESS);
   MPI_Comm link = MPI_COMM_NULL;  // the root and the newcomers
-  int outcome = MPI_Comm_spawn(command.c_str(), args.data(), count, info, 0, MPI_COMM_SELF, &link, errors.data());
+  int outcome = MPI_Comm_spawn(program.c_str(), args.data(), count, info, 0, MPI_COMM_SELF, &link, errors.data());
   MPI_Info_free(&info);
   if (outcome != MPI_SUCCESS) return outcome;
   MPI_Comm_set_errhandler(link, MPI_ERRORS_RETURN);
