@@ -66,16 +66,13 @@ def main():
     parser.add_argument("--joined", type=int, default=1)
     parser.add_argument("--left", type=int, default=0, help="ranks that leave in a shrink")
     parser.add_argument("--limit", type=int, default=60)
-    parser.add_argument("--starlingrun", help="start the job with `starlingrun --fault-tolerant` (its mpirun: "
-                        "the first on PATH) instead of --mpiexec")
     parser.add_argument("--export", action="append", default=[], metavar="NAME=VALUE",
                         help="passed to the first ranks with -x only (not in the launcher's environment); "
                              "every member, newcomers too, must see it (grow_program --expect-env)")
     args = parser.parse_args()
 
     exports = [w for spec in args.export for w in ("-x", spec)]
-    launcher = ([args.starlingrun, "--fault-tolerant"] if args.starlingrun else [args.mpiexec, *ULFM_MPIRUN_ARGS])
-    command = [*launcher, *exports, "-np", str(args.np), *shlex.split(args.program),
+    command = [args.mpiexec, *ULFM_MPIRUN_ARGS, *exports, "-np", str(args.np), *shlex.split(args.program),
                *([args.scenario] if args.scenario else []), *(f"--expect-env={spec}" for spec in args.export)]
     env = dict(os.environ, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
     run, took, members, problems = attempt(command, env, args)
