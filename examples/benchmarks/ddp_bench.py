@@ -7,7 +7,10 @@ alike, plus a local step without DDP (the compute floor). Rank 0 prints the medi
 ms per step over rounds and the ratio gloo / Starling (above 1: Starling is faster).
 
     starlingrun -np 4 python examples/benchmarks/ddp_bench.py [--steps 20] [--rounds 5]
-        [--widths 256,1024,2048] [--batch 32] [--threads 1]
+        [--widths 256,1024,2048] [--batch 32] [--threads 1] [--device cpu|cuda]
+
+--device cuda trains CUDA models (rank r on GPU r % device count): Starling's backend takes
+the staged or NCCL path, gloo copies through host memory.
 """
 
 import argparse
@@ -27,17 +30,23 @@ def make_model(width):
                          nn.Linear(width, 10))
 
 
-def time_steps(model, steps, x, y, group):
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def settle(group, device):
+    """The GPU's queued work done, then every rank here: a timer read after this counts it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     if group is not None:
         dist.barrier(group=group)
+
+
+def time_steps(model, steps, x, y, group):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    settle(group, x.device)
     start = time.perf_counter()
     for _ in range(steps):
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    if group is not None:
-        dist.barrier(group=group)
+    settle(group, x.device)
     return (time.perf_counter() - start) / steps * 1e3
 
 
@@ -48,24 +57,32 @@ def main():
     parser.add_argument("--widths", default="256,1024,2048", help="hidden widths of the MLP")
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the models train")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: PyTorch sees no GPU")
     torch.set_num_threads(args.threads)
 
     dist.init_process_group(backend="starling")
     gloo = dist.new_group(backend="gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     groups = {"starling": dist.group.WORLD, "gloo": gloo}
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     torch.manual_seed(1 + rank)
-    x, y = torch.randn(args.batch, 784), torch.randint(0, 10, (args.batch,))
+    x, y = torch.randn(args.batch, 784).to(device), torch.randint(0, 10, (args.batch,)).to(device)
 
     if rank == 0:
-        print(f"DDP step time, {size} ranks, batch {args.batch} per rank, {args.steps} steps x "
+        on = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
+        print(f"DDP step time, {size} ranks on {on}, batch {args.batch} per rank, {args.steps} steps x "
               f"{args.rounds} rounds (median), torch {torch.__version__}")
         print(f"{'parameters':>11} {'local ms':>9} {'starling ms':>12} {'gloo ms':>8} {'gloo/starling':>14}")
     for width in (int(w) for w in args.widths.split(",")):
-        models = {name: nn.parallel.DistributedDataParallel(make_model(width), process_group=group)
+        models = {name: nn.parallel.DistributedDataParallel(make_model(width).to(device), process_group=group)
                   for name, group in groups.items()}
-        local = make_model(width)
+        local = make_model(width).to(device)
         times = {name: [] for name in ("local", *groups)}
         for name, group in groups.items():  # warm-up: buckets, connections
             time_steps(models[name], 3, x, y, group)

@@ -308,6 +308,13 @@ bench() {  # bench PATH RANKS ARGS...: the table into bench.txt, rows into gpu_b
     --csv "$OUTDIR/gpu_bench.csv" "$@" | tee -a "$OUTDIR/bench.txt"
 }
 
+ddp_bench() {  # ddp_bench RANKS ARGS...: DDP step times over starling and gloo, into bench.txt
+  local n=$1
+  shift
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
+    mpi "$STEP_TIMEOUT" "$n" "$PY" "$repo/examples/benchmarks/ddp_bench.py" "$@" | tee -a "$OUTDIR/bench.txt"
+}
+
 bench_targets() {  # the targets of the staged benchmark (bench.txt's "Against the targets")
   grep -A8 "Against the targets" "$OUTDIR/bench.txt" || { echo "no targets printed"; return 1; }
   ! grep -q "NOT met" "$OUTDIR/bench.txt"
@@ -443,7 +450,9 @@ run() {
   else
     stage python.torch.training.staged.np2 torch_training 2 test_torch_cuda_training.py "${staged[@]}"
     stage python.torch.training.nccl.np1 torch_training 1 test_torch_cuda_training.py "${nccl[@]}"
-    stage python.torch.ddp.staged.np2 torch_training 2 test_torch_distributed.py -k cuda "${staged[@]}"
+    # torch.distributed over the starling backend: DDP and the collectives on CUDA tensors.
+    stage python.torch.distributed.staged.np2 torch_training 2 test_torch_distributed.py -k "cuda or gpu" "${staged[@]}"
+    stage python.torch.distributed.nccl.np1 torch_training 1 test_torch_distributed.py -k "cuda or gpu" "${nccl[@]}"
   fi
   # With two or more GPUs, the NCCL path across them: one rank per GPU (emulated: two
   # devices, so the stage itself is checked here).
@@ -474,6 +483,7 @@ run() {
       --min-bytes 4096 --max-bytes 67108864 --budget 0.5
     stage bench.combine.np1 bench staged 1 --ops combine --min-bytes 4096 --max-bytes 268435456 --budget 0.2
     stage bench.targets bench_targets
+    stage bench.ddp.np2 ddp_bench 2 --device cuda --widths 256,1024,2048,4096 --steps 20 --rounds 5
     [ "$gpus" -ge 2 ] && stage "bench.nccl.np$gpus" bench nccl "$gpus" --min-bytes 4096 --max-bytes 67108864 --budget 0.2
     # compute-sanitizer, while the deadline allows (a bonus, not a pass condition).
     local tool

@@ -3,6 +3,7 @@ collective against gloo and an independent reference on the same inputs, DDP aga
 DDP over gloo, decentralize() on the digits MLP, and bad input. Its own process (it
 initializes torch.distributed); run at 2, 3 and 4 ranks."""
 
+import contextlib
 import sys
 
 import numpy as np
@@ -228,6 +229,53 @@ def test_ddp_on_cuda_matches_gloo_on_the_cpu():
     gathered = [torch.empty_like(mine) for _ in range(SIZE)]
     dist.all_gather(gathered, mine)
     assert all(torch.equal(g, mine) for g in gathered)
+
+
+def test_collectives_on_the_gpu():
+    """The collectives torch.distributed users call, on CUDA tensors where there is a GPU
+    (the staged or NCCL path; reduce_scatter and alltoall are NCCL's own there; on a real
+    non-default stream, which the calls must order after), else on the CPU, against
+    references computed on the CPU. Integer-valued data: exact in any summation order."""
+    device, scope = torch.device("cpu"), contextlib.nullcontext()
+    if torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
+        scope = torch.cuda.stream(torch.cuda.Stream(device))
+    with scope:
+        for dtype in (torch.float32, torch.float64, torch.int64, torch.bfloat16):
+            stacked = torch.stack([data(r, 1000, dtype) for r in range(SIZE)])
+            for op, reference in (("SUM", stacked.sum(0)), ("MAX", stacked.max(0).values)):
+                t = data(RANK, 1000, dtype).to(device)
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+                assert torch.equal(t.cpu(), reference.to(dtype)), (op, dtype)
+
+        t = data(RANK, 300, salt=RANK).to(device)
+        dist.broadcast(t, src=SIZE - 1)
+        assert torch.equal(t.cpu(), data(SIZE - 1, 300, salt=SIZE - 1))
+
+        out = torch.empty(SIZE * 5, dtype=torch.float64, device=device)
+        dist.all_gather_into_tensor(out, data(RANK, 5, torch.float64).to(device))
+        assert torch.equal(out.cpu(), torch.cat([data(r, 5, torch.float64) for r in range(SIZE)]))
+
+        inputs = [data(r, 64 * SIZE, torch.float32) for r in range(SIZE)]
+        whole = torch.stack(inputs).sum(0)
+        for op, scale in (("SUM", 1), ("AVG", SIZE)):
+            out = torch.empty(64, device=device)
+            dist.reduce_scatter_tensor(out, inputs[RANK].to(device), op=getattr(dist.ReduceOp, op))
+            assert torch.equal(out.cpu(), whole[64 * RANK:64 * RANK + 64] / scale), op
+
+        out = torch.empty(2 * SIZE, device=device)
+        dist.all_to_all_single(out, data(RANK, 2 * SIZE).to(device))
+        assert torch.equal(out.cpu(), torch.cat([data(q, 2 * SIZE)[2 * RANK:2 * RANK + 2] for q in range(SIZE)]))
+        send = [RANK + p + 1 for p in range(SIZE)]  # rank q sends q + p + 1 rows to rank p
+        recv = [q + RANK + 1 for q in range(SIZE)]
+        out = torch.empty(sum(recv), 3, device=device)
+        dist.all_to_all_single(out, data(RANK, 3 * sum(send)).reshape(-1, 3).to(device),
+                               output_split_sizes=recv, input_split_sizes=send)
+        pieces = []
+        for q in range(SIZE):
+            start = sum(q + p + 1 for p in range(RANK))
+            pieces.append(data(q, 3 * sum(q + p + 1 for p in range(SIZE))).reshape(-1, 3)[start:start + q + RANK + 1])
+        assert torch.equal(out.cpu(), torch.cat(pieces))
 
 
 def digits_accuracy(decentralized, dynamic=False, epochs=12):
