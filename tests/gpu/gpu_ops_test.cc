@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <thread>
 
 #include "gpu_test_util.h"
+#include "impl/device/kernels/host_kernels.h"
 
 using namespace starling_test;
 
@@ -380,6 +382,75 @@ TEST_F(GpuOps, PairGossipAndLocalAllreduce) {
       }
     }
   }
+}
+
+// The device's weighted_sum (the neighbor combine) against the host's build of the same
+// element code, bit for bit: every dtype, 0-3 inputs, out apart from x and out == x,
+// sizes that fill no 16-byte pack, some, or some and a rest, pointers 16-byte aligned
+// (the CUDA plugin's packed kernel) and one element off (its one-element kernel).
+TEST(GpuKernels, WeightedSumMatchesTheHostKernel) {
+  const TestDevice& dev = TestDevice::Get();
+  const starling_device_plugin_t& table = dev.table();
+  void* stream = nullptr;
+  ASSERT_EQ(table.stream_create(dev.index(), &stream), 0) << dev.last_error();
+  const double sw = 0.3, w[3] = {0.7, -0.45, 1.0 / 3};
+  std::vector<size_t> sizes = {1, 3, 15, 16, 17, 1000, 4099};
+  if (!dev.emulated()) sizes.push_back((size_t{1} << 23) + 5);  // more packs than the grid's threads
+  for (Kind k : kAllKinds) {
+    const size_t bytes = KindSize(k);
+    for (size_t n : sizes) {
+      if (n > 4099 && k != Kind::kF32) continue;
+      // x and three inputs, one element longer than n (room for the offset), with values
+      // that round differently under every weight.
+      std::deque<Buffer> host;  // Buffer does not move
+      std::vector<void*> device(4, nullptr);
+      for (int b = 0; b < 4; ++b) {
+        host.emplace_back(k, std::vector<int64_t>{static_cast<int64_t>(n + 1)});
+        for (size_t i = 0; i <= n; ++i) {
+          const uint64_t h = (i * 2654435761u + static_cast<uint64_t>(b) * 40503u) % 2001;
+          host[b].set(i, IsFloat(k) ? (static_cast<double>(h) - 1000.0) / 64.0 : Value(k, b, i, 5));
+        }
+        ASSERT_EQ(dev.Alloc(dev.index(), (n + 1) * bytes, &device[b]), 0) << dev.last_error();
+        ASSERT_EQ(dev.Copy(device[b], host[b].bytes(), (n + 1) * bytes), 0) << dev.last_error();
+      }
+      void* out = nullptr;
+      ASSERT_EQ(dev.Alloc(dev.index(), (n + 1) * bytes, &out), 0) << dev.last_error();
+      for (size_t offset : {size_t{0}, size_t{1}}) {
+        for (int inputs = 0; inputs <= 3; ++inputs) {
+          for (bool in_place : {false, true}) {
+            const std::string what = std::string("weighted_sum ") + KindName(k) + " n " + std::to_string(n) +
+                                     " offset " + std::to_string(offset) + " inputs " + std::to_string(inputs) +
+                                     (in_place ? " out == x" : "");
+            auto at = [&](void* base) { return static_cast<char*>(base) + offset * bytes; };
+            // The host's result, from copies of x and the inputs.
+            std::vector<char> want(host[0].bytes() + offset * bytes, host[0].bytes() + (offset + n) * bytes);
+            const void* host_in[3] = {host[1].bytes() + offset * bytes, host[2].bytes() + offset * bytes,
+                                      host[3].bytes() + offset * bytes};
+            ASSERT_EQ(starling::device::kernels::HostWeightedSum(want.data(), want.data(), sw, host_in, w, inputs, n,
+                                                                 static_cast<int>(k)),
+                      0);
+            // The device's, x restored first where the last case wrote over it.
+            ASSERT_EQ(dev.Copy(device[0], host[0].bytes(), (n + 1) * bytes), 0) << dev.last_error();
+            void* target = in_place ? at(device[0]) : at(out);
+            const void* device_in[3] = {at(device[1]), at(device[2]), at(device[3])};
+            ASSERT_EQ(table.weighted_sum(target, at(device[0]), sw, device_in, w, inputs, n, static_cast<int>(k),
+                                         stream),
+                      0)
+                << what << ": " << dev.last_error();
+            ASSERT_EQ(table.stream_synchronize(stream), 0) << dev.last_error();
+            std::vector<char> got(n * bytes);
+            ASSERT_EQ(dev.Copy(got.data(), target, n * bytes), 0) << dev.last_error();
+            const auto differs = std::mismatch(got.begin(), got.end(), want.begin());
+            ASSERT_TRUE(differs.first == got.end())
+                << what << ": the device differs from the host from element " << (differs.first - got.begin()) / bytes;
+          }
+        }
+      }
+      EXPECT_EQ(dev.Free(out), 0);
+      for (void* p : device) EXPECT_EQ(dev.Free(p), 0);
+    }
+  }
+  EXPECT_EQ(table.stream_destroy(stream), 0);
 }
 
 TEST(GpuHierarchical, MachinesOfTwo) {

@@ -26,6 +26,7 @@
 
 #include "impl/common/dtype.h"
 #include "impl/common/half.h"
+#include "impl/device/kernels/dispatch.h"
 #include "impl/device/kernels/elementwise.h"
 #include "impl/device/kernels/host_kernels.h"
 #include "impl/device/plugin_abi.h"
@@ -296,6 +297,62 @@ TEST(DeviceKernels, WeightedSumMatchesCpu) {
           }
           for (double sw : self_weights) {
             ASSERT_NO_FATAL_FAILURE(CheckWeightedSum(d, n, x, in, w, sw, input_nans ? Nans::kAnyPayload : Nans::kExact));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The CUDA plugin's launcher for aligned buffers, on the host: WeightedSumFn::Packed for
+// every whole 16-byte pack, then one element at a time.
+struct PackedLaunch {
+  template <class Codec>
+  int operator()(const WeightedSumFn<Codec>& fn, size_t n) const {
+    const size_t count = Pack16<typename Codec::Storage>::kCount, packs = n / count;
+    for (size_t p = 0; p < packs; ++p) fn.Packed(p);
+    for (size_t i = packs * count; i < n; ++i) fn(i);
+    return kOk;
+  }
+};
+
+// Packed must give every element's bits exactly as the one-element code (NaN payloads
+// included: the same operations in the same order), out apart from x and out == x.
+TEST(DeviceKernels, WeightedSumPackedMatchesOneElementAtATime) {
+  std::mt19937_64 rng(6);
+  const double weights[] = {0.25, 1.0 / 3.0, -1.5, 0.1, 1e12, -2.0, 1.0};
+  for (DType d : kAllDTypes) {
+    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{1025}, size_t{4099}}) {
+      for (int k : {0, 1, 3, 32}) {
+        const Bytes x = RandomBuffer(d, n, rng);
+        std::vector<Bytes> inputs;
+        std::vector<const void*> in;
+        std::vector<double> w;
+        for (int j = 0; j < k; ++j) inputs.push_back(RandomBuffer(d, n, rng));
+        for (int j = 0; j < k; ++j) {
+          in.push_back(inputs[j].data());
+          w.push_back(weights[rng() % 7]);
+        }
+        for (double sw : {1.0, 0.3}) {
+          for (bool in_place : {false, true}) {
+            // The reference in the same aliasing: apart, sw == 1 still multiplies (a
+            // signaling NaN comes out quiet), in place it does not.
+            Bytes want = x, want_apart(x.size()), got = x, out(x.size());
+            ASSERT_EQ(HostWeightedSum(in_place ? want.data() : want_apart.data(), want.data(), sw, in.data(), w.data(),
+                                      k, n, static_cast<int>(d)),
+                      0);
+            if (!in_place) want = want_apart;
+            void* target = in_place ? got.data() : out.data();
+            std::vector<const void*> buffers = in;
+            buffers.push_back(got.data());
+            buffers.push_back(out.data());
+            for (const void* p : buffers)
+              ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << "the packs need 16-byte aligned buffers";
+            ASSERT_EQ(DispatchWeightedSum(PackedLaunch{}, target, got.data(), sw, in.data(), w.data(), k, n,
+                                          static_cast<int>(d)),
+                      kOk);
+            ASSERT_EQ(std::memcmp(target, want.data(), want.size()), 0)
+                << Where(d, n) << " k=" << k << " sw=" << sw << (in_place ? " out == x" : "");
           }
         }
       }

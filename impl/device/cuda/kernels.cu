@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "impl/device/cuda/errors.h"
@@ -25,6 +26,19 @@ __global__ void Elementwise(Fn fn, size_t n) {
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) fn(i);
 }
 
+// weighted_sum in 16-byte packs (WeightedSumFn::Packed), then the last elements that fill
+// no pack (fewer than a pack's count: block 0's first threads) one by one.
+template <class Codec>
+__global__ void WeightedSumPacked(kern::WeightedSumFn<Codec> fn, size_t packs, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (size_t p = first; p < packs; p += stride) fn.Packed(p);
+  const size_t rest = packs * kern::Pack16<typename Codec::Storage>::kCount + first;
+  if (rest < n) fn(rest);
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 constexpr unsigned kThreads = 256;
 // Enough blocks to fill any current GPU several times over (an H100 holds 132 SMs x 8
 // blocks of 256); larger tensors loop. Keeps the launch independent of the device.
@@ -36,12 +50,29 @@ struct Launch {
   const char* what;
   template <class Fn>
   int operator()(const Fn& fn, size_t n) const {
-    const size_t blocks = std::min(kMaxBlocks, (n + kThreads - 1) / kThreads);
+    return Run(n, [&](unsigned blocks) { Elementwise<<<blocks, kThreads, 0, stream>>>(fn, n); });
+  }
+  // weighted_sum: in 16-byte packs where every pointer allows (the neighbor combine, the
+  // most bytes any kernel here moves).
+  template <class Codec>
+  int operator()(const kern::WeightedSumFn<Codec>& fn, size_t n) const {
+    const size_t packs = n / kern::Pack16<typename Codec::Storage>::kCount;
+    bool aligned = Aligned16(fn.out) && Aligned16(fn.x);
+    for (int j = 0; j < fn.k; ++j) aligned = aligned && Aligned16(fn.in[j]);
+    if (!aligned || packs == 0) {
+      return Run(n, [&](unsigned blocks) { Elementwise<<<blocks, kThreads, 0, stream>>>(fn, n); });
+    }
+    return Run(packs, [&](unsigned blocks) { WeightedSumPacked<<<blocks, kThreads, 0, stream>>>(fn, packs, n); });
+  }
+
+ private:
+  // launch(blocks) with enough blocks for `items` threads' worth of work, at most kMaxBlocks.
+  template <class Launcher>
+  int Run(size_t items, const Launcher& launch) const {
+    const auto blocks = static_cast<unsigned>(std::min(kMaxBlocks, (items + kThreads - 1) / kThreads));
     // <<<>>> reports only through the per-thread last-error slot: cleared first, so that
     // a code an earlier call left there is not taken for this launch's (runtime_status.h).
-    const cudaError_t err = LaunchStatus(
-        [&] { Elementwise<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(fn, n); },
-        [] { return cudaGetLastError(); });
+    const cudaError_t err = LaunchStatus([&] { launch(blocks); }, [] { return cudaGetLastError(); });
     if (err == cudaSuccess) return kern::kOk;
     Fail(std::string(what) + ": kernel launch: " + cudaGetErrorString(err));
     return kern::kLaunchFailed;
