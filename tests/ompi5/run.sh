@@ -9,10 +9,15 @@
 # Debian's Open MPI 4.1 stays the default build (./build). Exit 77 (skip) when Open MPI
 # 5 is not installed, unless CI=true, where that is a failure.
 #   tests/ompi5/run.sh [--labels REGEX]   (default: ^mpi$|^fault$|^launcher$)
+#   tests/ompi5/run.sh --build-only       (configure and build; CI runs it in the background)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 labels='^mpi$|^fault$|^launcher$'
-[ "${1:-}" = "--labels" ] && labels=$2
+build_only=0
+case ${1:-} in
+  --labels) labels=$2 ;;
+  --build-only) build_only=1 ;;
+esac
 prefix=${STARLING_OMPI5_PREFIX:-/opt/starling-ompi5}
 if [ ! -x "$prefix/bin/mpicxx" ]; then
   echo "ompi5: no Open MPI 5 in $prefix (packaging/install-deps.sh installs it)"
@@ -40,6 +45,7 @@ grep -q "^STARLING_JUNIT4_JAR:FILEPATH=/" build-ompi5/CMakeCache.txt && java=(st
 cmake --build build-ompi5 -j2 --target starling starlingrun starling_python starling_fault_program \
   starling_ulfm_program starling_grow_program starling_marathon_program starling_init_then_exit \
   starling_exit_after_repair starling_exit_program starling_mpi_programs "${java[@]}"
+[ "$build_only" = 1 ] && exit 0
 cd build-ompi5
 # starlingrun runs the `mpirun` first on PATH: Open MPI 5's, for the launcher tests.
 # The MPI tests at 1 and 2 ranks (and the 6-rank hierarchical runs) only (CI time: 76 s

@@ -4,11 +4,15 @@
 #   build-tsan  STARLING_SANITIZE=thread   ThreadSanitizer
 # each building only what it runs, then the ctest subsets below. Any report fails the
 # test that produced it. Suppressions (Open MPI and its libraries only): lsan.supp and
-# tsan.supp beside this script. Usage: bash tests/sanitize/run.sh [asan] [tsan]
+# tsan.supp beside this script.
+#   bash tests/sanitize/run.sh [--build-only] [asan] [tsan]
+# --build-only: configure and build, run nothing (CI builds them in the background).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source packaging/cmake-generator.sh
 
+build_only=0
+[ "${1:-}" = --build-only ] && { build_only=1; shift; }
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(asan tsan)
 jobs=$(nproc)
@@ -28,6 +32,7 @@ configure() {  # <dir> <sanitizer> [cmake args...]
 }
 
 run_tests() {  # <dir> <ctest regex> [<exclude regex>]
+  [ "$build_only" = 1 ] && return 0
   (cd "$1" && ctest --output-on-failure -j"$jobs" -R "$2" ${3:+-E "$3"})
 }
 
@@ -77,5 +82,5 @@ for stage in "${stages[@]}"; do
       exit 2
       ;;
   esac
-  echo "sanitize: $stage passed in $((SECONDS - start)) s"
+  echo "sanitize: $stage $([ "$build_only" = 1 ] && echo built || echo passed) in $((SECONDS - start)) s"
 done
