@@ -339,7 +339,7 @@ struct WeightedSumFn {
   // The same for the elements of pack p (Pack16: elements p * kCount onwards), every
   // input read as one 16-byte word and every load before the store. Only where out, x
   // and each in[j] are 16-byte aligned (the CUDA plugin checks): one element per load
-  // kept an H200 at 60% of its copy bandwidth, too few bytes in flight per thread.
+  // kept an H200 at 63% of its copy bandwidth: too few bytes in flight per thread.
   STARLING_HD void Packed(size_t p) const {
     using P = Pack16<S>;
     constexpr int kCount = P::kCount;
