@@ -307,6 +307,15 @@ bool AllHostsLocal(const std::vector<Host>& hosts, const std::string& hostname) 
 
 namespace {
 
+// True inside a batch system's allocation, where mpirun would place ranks on every
+// allocated machine unless told the hosts (the resource managers Open MPI reads).
+bool InBatchAllocation(const Environment& env) {
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "LSB_JOBID", "PE_HOSTFILE", "FLUX_JOB_ID"}) {
+    if (env.vars.count(name)) return true;
+  }
+  return false;
+}
+
 // True when neither the environment nor a -x extra sets a log level for the ranks.
 bool NeedsDefaultLogLevel(const Options& o, const Environment& env) {
   for (const char* name : {"STARLING_LOG_LEVEL", "BLUEFOG_LOG_LEVEL"}) {
@@ -362,7 +371,13 @@ Command BuildCommand(const Options& o, const Environment& env) {
   argv.insert(argv.end(), {"-np", std::to_string(o.num_proc)});
 
   // Where the ranks go. Without -H or a hostfile they stay on this machine, even
-  // inside a batch allocation, which is what makes the loopback pinning below safe.
+  // inside a batch allocation, which is what makes the loopback pinning below safe:
+  // -H localhost:N. Except with Open MPI 5 outside an allocation, where mpirun alone
+  // keeps them here: given any host list (a hostfile too), its launcher (PRRTE 3)
+  // lost the processes a grow had started ("LAUNCHER JOB OBJECT NOT FOUND", their last
+  // output gone, exit status 1) in 7 of 24 resize jobs, and 0 of 36 without one.
+  const bool ompi5 = env.mpi_major >= 5;
+  const bool here_alone = ompi5 && o.hosts.empty() && o.hostfile.empty() && !InBatchAllocation(env);
   std::vector<Host> hosts = o.hosts;
   if (!o.hostfile.empty()) {
     argv.insert(argv.end(), {"--hostfile", o.hostfile});
@@ -371,7 +386,7 @@ Command BuildCommand(const Options& o, const Environment& env) {
     std::string list;
     for (const Host& h : hosts)
       list += (list.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
-    argv.insert(argv.end(), {"-H", list});
+    if (!here_alone) argv.insert(argv.end(), {"-H", list});
   }
   const bool local = AllHostsLocal(hosts, env.hostname);
 
@@ -389,7 +404,6 @@ Command BuildCommand(const Options& o, const Environment& env) {
   }
 
   // Open MPI 5's launcher (PRRTE) spells some things differently from 4.1's (ORTE).
-  const bool ompi5 = env.mpi_major >= 5;
   if (o.fault_tolerant) {
     if (!ompi5) {
       cmd.error = env.mpi_major == 0
@@ -405,7 +419,9 @@ Command BuildCommand(const Options& o, const Environment& env) {
     argv.insert(argv.end(), {"--with-ft", "ulfm"});
   }
   if (env.is_root) argv.push_back("--allow-run-as-root");
-  if (o.num_proc > slots) {
+  // here_alone: mpirun counts this machine's cores as slots (hardware threads not
+  // included), where -H localhost:N gave it N; it must not refuse either way.
+  if (o.num_proc > slots || here_alone) {
     if (ompi5) {
       argv.insert(argv.end(), {"--map-by", ":OVERSUBSCRIBE"});
     } else {

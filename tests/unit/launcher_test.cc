@@ -448,8 +448,32 @@ TEST(LauncherCommand, OpenMpi5Flags) {
   EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "odls_base_sigkill_timeout"));
   EXPECT_FALSE(Has(Argv({"-np", "3", "prog"}, env), "oob_tcp_if_include"));  // PRRTE refuses lo alone
   EXPECT_TRUE(HasSeq(Argv({"-np", "3", "prog"}, env), {"--mca", "btl_tcp_if_include", "lo"}));
-  EXPECT_FALSE(Has(Argv({"-np", "2", "prog"}, env), "--map-by"));
   EXPECT_TRUE(Has(Argv({"-np", "3", "prog"}), "orte_base_help_aggregate"));  // 4.1 (unknown: as 4)
+}
+
+// On one machine, Open MPI 5 gets no host list (with one, its launcher lost the
+// processes a grow started in a third of the jobs), and may always oversubscribe (it
+// counts cores, where -H localhost:N counted N slots); inside a batch allocation, or
+// with hosts given, the list stays.
+TEST(LauncherCommand, OpenMpi5OnOneMachineGetsNoHostList) {
+  Environment env = TwoCores();
+  env.mpi_major = 5;
+  for (const char* n : {"1", "2", "3"}) {
+    auto argv = Argv({"--fault-tolerant", "-np", n, "prog"}, env);
+    EXPECT_FALSE(Has(argv, "-H")) << n;
+    EXPECT_TRUE(HasSeq(argv, {"--map-by", ":OVERSUBSCRIBE"})) << n;
+    EXPECT_TRUE(HasSeq(argv, {"--mca", "btl_tcp_if_include", "lo"})) << n;  // still this machine alone
+    EXPECT_FALSE(Has(Argv({"-np", n, "prog"}, env), "-H")) << n;
+  }
+  EXPECT_TRUE(HasSeq(Argv({"-np", "2", "-H", "localhost:2", "prog"}, env), {"-H", "localhost:2"}));
+  EXPECT_FALSE(Has(Argv({"-np", "2", "-H", "localhost:2", "prog"}, env), "--map-by"));
+  for (const char* batch : {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID"}) {
+    Environment allocated = env;
+    allocated.vars[batch] = "42";
+    EXPECT_TRUE(HasSeq(Argv({"-np", "2", "prog"}, allocated), {"-H", "localhost:2"})) << batch;
+    EXPECT_FALSE(Has(Argv({"-np", "2", "prog"}, allocated), "--map-by")) << batch;
+  }
+  EXPECT_TRUE(HasSeq(Argv({"-np", "2", "prog"}), {"-H", "localhost:2"}));  // Open MPI 4.1: as before
 }
 
 TEST(LauncherCommand, FaultTolerantNeedsOpenMpi5) {
