@@ -16,7 +16,8 @@ Options:
                               hostfile whose every line has slots=: then the sum of
                               the slots)
   -H, --hosts h1:2,h2:4       hosts and how many ranks (slots) each takes; every entry
-                              is HOST:SLOTS with SLOTS >= 1 (default: localhost:N)
+                              is HOST:SLOTS with SLOTS >= 1 (default: this machine;
+                              localhost:N for Open MPI 4, or inside a batch allocation)
   --hostfile FILE             Open MPI hostfile, one "host slots=N" per line; cannot be
                               combined with -H
   --interface LIST            network interfaces (or CIDR subnets), comma-separated,
