@@ -130,22 +130,29 @@ def test_all_to_all_single_equal_and_uneven():
         return out
     check(*both(run), torch.cat([data(q, 2 * SIZE)[2 * RANK:2 * RANK + 2] for q in range(SIZE)]))
 
-    # rank q sends (q + p + 1) rows to rank p
-    def rows(q, p):
-        return q + p + 1
-    send = [rows(RANK, p) for p in range(SIZE)]
-    recv = [rows(q, RANK) for q in range(SIZE)]
+    send, recv, inp, reference = uneven_all_to_all()
 
     def uneven(group):
-        inp = data(RANK, 3 * sum(send)).reshape(-1, 3)
         out = torch.empty(sum(recv), 3)
         dist.all_to_all_single(out, inp, output_split_sizes=recv, input_split_sizes=send, group=group)
         return out
+    check(*both(uneven), reference)
+
+
+def uneven_all_to_all():
+    """Rank q sends q + p + 1 rows of 3 to rank p: this rank's split sizes (send, recv),
+    its input and the output expected."""
+    def rows(q, p):
+        return q + p + 1
+
+    def rank_input(q):
+        return data(q, 3 * sum(rows(q, p) for p in range(SIZE))).reshape(-1, 3)
     pieces = []
     for q in range(SIZE):
         start = sum(rows(q, p) for p in range(RANK))
-        pieces.append(data(q, 3 * sum(rows(q, p) for p in range(SIZE))).reshape(-1, 3)[start:start + rows(q, RANK)])
-    check(*both(uneven), torch.cat(pieces))
+        pieces.append(rank_input(q)[start:start + rows(q, RANK)])
+    return ([rows(RANK, p) for p in range(SIZE)], [rows(q, RANK) for q in range(SIZE)], rank_input(RANK),
+            torch.cat(pieces))
 
 
 def test_all_to_all_lists_and_barrier():
@@ -266,16 +273,10 @@ def test_collectives_on_the_gpu():
         out = torch.empty(2 * SIZE, device=device)
         dist.all_to_all_single(out, data(RANK, 2 * SIZE).to(device))
         assert torch.equal(out.cpu(), torch.cat([data(q, 2 * SIZE)[2 * RANK:2 * RANK + 2] for q in range(SIZE)]))
-        send = [RANK + p + 1 for p in range(SIZE)]  # rank q sends q + p + 1 rows to rank p
-        recv = [q + RANK + 1 for q in range(SIZE)]
+        send, recv, inp, reference = uneven_all_to_all()
         out = torch.empty(sum(recv), 3, device=device)
-        dist.all_to_all_single(out, data(RANK, 3 * sum(send)).reshape(-1, 3).to(device),
-                               output_split_sizes=recv, input_split_sizes=send)
-        pieces = []
-        for q in range(SIZE):
-            start = sum(q + p + 1 for p in range(RANK))
-            pieces.append(data(q, 3 * sum(q + p + 1 for p in range(SIZE))).reshape(-1, 3)[start:start + q + RANK + 1])
-        assert torch.equal(out.cpu(), torch.cat(pieces))
+        dist.all_to_all_single(out, inp.to(device), output_split_sizes=recv, input_split_sizes=send)
+        assert torch.equal(out.cpu(), reference)
 
 
 def digits_accuracy(decentralized, dynamic=False, epochs=12):

@@ -49,9 +49,7 @@ struct Launch {
   cudaStream_t stream;
   const char* what;
   template <class Fn>
-  int operator()(const Fn& fn, size_t n) const {
-    return Run(n, [&](unsigned blocks) { Elementwise<<<blocks, kThreads, 0, stream>>>(fn, n); });
-  }
+  int operator()(const Fn& fn, size_t n) const { return OneByOne(fn, n); }
   // weighted_sum: in 16-byte packs where every pointer allows (the neighbor combine, the
   // most bytes any kernel here moves).
   template <class Codec>
@@ -59,13 +57,15 @@ struct Launch {
     const size_t packs = n / kern::Pack16<typename Codec::Storage>::kCount;
     bool aligned = Aligned16(fn.out) && Aligned16(fn.x);
     for (int j = 0; j < fn.k; ++j) aligned = aligned && Aligned16(fn.in[j]);
-    if (!aligned || packs == 0) {
-      return Run(n, [&](unsigned blocks) { Elementwise<<<blocks, kThreads, 0, stream>>>(fn, n); });
-    }
+    if (!aligned || packs == 0) return OneByOne(fn, n);
     return Run(packs, [&](unsigned blocks) { WeightedSumPacked<<<blocks, kThreads, 0, stream>>>(fn, packs, n); });
   }
 
  private:
+  template <class Fn>
+  int OneByOne(const Fn& fn, size_t n) const {
+    return Run(n, [&](unsigned blocks) { Elementwise<<<blocks, kThreads, 0, stream>>>(fn, n); });
+  }
   // launch(blocks) with enough blocks for `items` threads' worth of work, at most kMaxBlocks.
   template <class Launcher>
   int Run(size_t items, const Launcher& launch) const {
