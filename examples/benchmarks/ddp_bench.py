@@ -92,7 +92,9 @@ def main():
                 times[name].append(time_steps(models[name], args.steps, x, y, group))
         # Same data, same seed, same steps: the two DDP models must agree.
         a, b = (torch.cat([p.detach().flatten() for p in models[n].parameters()]) for n in groups)
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), "starling and gloo DDP diverged"
+        # The two sum in different orders, so they drift apart by rounding as steps go on
+        # (2e-5 of 0.13 after 300 steps); a wrong reduction is off by far more.
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-3 * a.abs().max().item()), "starling and gloo DDP diverged"
         if rank == 0:
             med = {name: statistics.median(t) for name, t in times.items()}
             params = sum(p.numel() for p in local.parameters())

@@ -90,11 +90,19 @@ ProcessIdentity ThisProcess() {
     key = Fnv1a(Str(ns.st_dev, ":", ns.st_ino), key);
     self.host_key = key == 0 ? 1 : key;
   }
+  if (!boot.empty()) {
+    const uint64_t kernel = Fnv1a(boot);
+    self.kernel_key = kernel == 0 ? 1 : kernel;
+  }
   return self;
 }
 
 bool ProbeableFrom(const ProcessIdentity& self, const ProcessIdentity& peer) {
   return self.host_key != 0 && self.host_key == peer.host_key && peer.pid > 0;
+}
+
+bool SameKernel(const ProcessIdentity& self, const ProcessIdentity& peer) {
+  return self.kernel_key != 0 && self.kernel_key == peer.kernel_key;
 }
 
 ProcessState Probe(const ProcessIdentity& peer) {

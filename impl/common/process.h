@@ -15,6 +15,7 @@ struct ProcessIdentity {
   int32_t reserved = 0;
   uint64_t start_ticks = 0;  // /proc/<pid>/stat field 22: tells a reused pid apart
   uint64_t host_key = 0;     // hash of host name, boot id and pid namespace; 0: unknown
+  uint64_t kernel_key = 0;   // hash of the boot id alone: who shares this machine's CPUs; 0: unknown
   char host[64] = {};        // host name (truncated), for messages
 };
 
@@ -29,6 +30,10 @@ enum class ProcessState {
 ProcessIdentity ThisProcess();
 // True when `peer` can be probed from this process (same host key, known).
 bool ProbeableFrom(const ProcessIdentity& self, const ProcessIdentity& peer);
+// True when `peer` runs on this process's kernel, so on the same CPUs, whatever its host
+// name: containers and network namespaces of one machine have host names of their own
+// (and cannot always share memory or probe each other) but compete for its cores.
+bool SameKernel(const ProcessIdentity& self, const ProcessIdentity& peer);
 // The state of `peer`, a process on this host (ProbeableFrom); a few microseconds.
 ProcessState Probe(const ProcessIdentity& peer);
 // "pid 1234 on host node1".

@@ -97,7 +97,8 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   STARLING_LOG_DEBUG("context created: rank ", context->rank_, " of ", context->size_, ", machine ",
                      context->layout_.machine_rank, " of ", context->layout_.machine_size, ", local rank ",
                      context->layout_.local_rank, " of ", context->layout_.local_size, "; ",
-                     context->layout_.host_ranks, " rank(s) on ", context->layout_.host_cpus, " CPU(s) here: waits ",
+                     context->layout_.host_ranks, " rank(s) share this machine's ", context->layout_.host_cpus,
+                     " CPU(s): waits ",
                      context->layout_.host_oversubscribed ? "yield" : "spin (on the progress thread: yield)");
   return context;
 }

@@ -139,10 +139,19 @@ hosts_empty() {
 }
 
 # --- Machines detected from the hosts, hierarchical operations ----------------------
-job "machines: $hosts machines of $per_host ranks detected; local_allreduce, set_machine_topology, hierarchical_neighbor_allreduce (static, dynamic) (-H)" \
-  -H "$host_list" "$program" machines "$hosts" "$per_host"
+STARLING_LOG_LEVEL=debug job "machines: $hosts machines of $per_host ranks detected; local_allreduce, set_machine_topology, hierarchical_neighbor_allreduce (static, dynamic) (-H)" \
+  -H "$host_list" -x STARLING_LOG_LEVEL "$program" machines "$hosts" "$per_host"
 [[ $(grep -c '^OK rank=' "$WORK/out" || true) == "$total" ]] ||
   fail "machines: expected $total OK lines, got $(grep -c '^OK rank=' "$WORK/out" || true)"
+# The hosts share this machine's CPUs (one kernel): every rank must count all $total ranks
+# on them, and yield in its waits where they outnumber the CPUs (spinning, each host's
+# ranks starved the other's: a blocking 1 MiB allreduce at 2x2 took 33 ms, now 9).
+sharing=$(grep -c "; $total rank(s) share this machine's" "$WORK/out" || true)
+[[ $sharing == "$total" ]] || fail "machines: $sharing of $total ranks counted the $total ranks sharing this machine's CPUs"
+if ((total > $(nproc))); then
+  [[ $(grep -c "rank(s) share this machine's [0-9]* CPU(s): waits yield" "$WORK/out" || true) == "$total" ]] ||
+    fail "machines: $total ranks on $(nproc) CPUs, but not every rank's waits yield"
+fi
 # --hostfile, and -np taken from its slots.
 job "--hostfile without -np starts $total ranks on the hosts" \
   --hostfile "$WORK/hostfile" "$program" machines "$hosts" "$per_host"

@@ -1,5 +1,7 @@
 // The process probes behind peer failure detection, on real child processes: running,
-// stopped (SIGSTOP), a zombie (exited, not yet reaped), gone (reaped), a reused pid.
+// stopped (SIGSTOP), a zombie (exited, not yet reaped), gone (reaped), a reused pid; and
+// which processes share this machine's CPUs (a child with a host name of its own).
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +90,43 @@ TEST(Process, OtherHostsAreNotProbeable) {
   ProcessIdentity unknown = self;
   unknown.host_key = 0;
   EXPECT_FALSE(ProbeableFrom(unknown, unknown));
+}
+
+// A container or network-namespace "host" on this machine: another host name, so not
+// probeable, but the same kernel and CPUs (whether waits may spin counts such ranks).
+TEST(Process, HostsOfOneMachineShareItsKernel) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ProcessIdentity other;  // all zero: unshare or sethostname failed
+    static const char kName[] = "starling-test-other-host";
+    if (unshare(CLONE_NEWUTS) == 0 && sethostname(kName, sizeof kName - 1) == 0) other = ThisProcess();
+    const ssize_t written = write(fds[1], &other, sizeof other);
+    _exit(written == static_cast<ssize_t>(sizeof other) ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  close(fds[1]);
+  ProcessIdentity other;
+  const ssize_t got = read(fds[0], &other, sizeof other);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof other));
+  if (other.pid == 0) GTEST_SKIP() << "cannot give a child a host name of its own here (needs CAP_SYS_ADMIN)";
+  const ProcessIdentity self = ThisProcess();
+  EXPECT_STREQ(other.host, "starling-test-other-host");
+  EXPECT_NE(other.host_key, self.host_key);
+  EXPECT_FALSE(ProbeableFrom(self, other));
+  EXPECT_NE(self.kernel_key, 0u);
+  EXPECT_EQ(other.kernel_key, self.kernel_key);
+  EXPECT_TRUE(SameKernel(self, other));
+  ProcessIdentity elsewhere = other;
+  elsewhere.kernel_key ^= 1;  // another machine (or VM): another boot id
+  EXPECT_FALSE(SameKernel(self, elsewhere));
+  ProcessIdentity unknown = self;
+  unknown.kernel_key = 0;
+  EXPECT_FALSE(SameKernel(unknown, unknown));
 }
 
 TEST(Process, StoppedZombieGoneAndReusedPids) {

@@ -378,12 +378,12 @@ Layout MpiTransport::ComputeLayout(int nodes_per_machine) {
     if (l == r) layout.machine_leaders.push_back(r);
     if (l == leader) layout.machine_ranks.push_back(r);
   }
+  // Ranks on this kernel share its CPUs, whatever their host names (containers or
+  // network namespaces of one machine).
   uint64_t host_cpus[kCpuWords] = {};
   layout.host_ranks = 0;
   for (int r = 0; r < size_; ++r) {
-    const bool same_host = r == rank_ || (mine.process.host_key != 0 &&
-                                          records[r].process.host_key == mine.process.host_key);
-    if (!same_host) continue;
+    if (r != rank_ && !SameKernel(mine.process, records[r].process)) continue;
     ++layout.host_ranks;
     for (int w = 0; w < kCpuWords; ++w) host_cpus[w] |= records[r].cpus[w];
   }

@@ -41,12 +41,13 @@ struct Layout {
   std::vector<int> machine_ranks;    // the ranks of this rank's machine, ascending
   std::vector<int> machine_leaders;  // the lowest rank of each machine, by machine rank
   std::vector<ProcessIdentity> processes;  // every rank's process (pid, host), by rank
-  // More ranks run on this rank's host than there are CPUs they may use (the union of
+  // More ranks run on this rank's machine (its kernel: containers and network
+  // namespaces of one machine included) than there are CPUs they may use (the union of
   // their affinity masks): a rank waiting for a peer may be holding the core that peer
   // needs, so waits yield. Otherwise yielding only hands the core to unrelated busy
   // processes for a whole time slice, and waits spin as MPI's own do.
   bool host_oversubscribed = false;
-  int host_ranks = 1;  // ranks of this job on this rank's host (by host identity)
+  int host_ranks = 1;  // ranks of this job on this rank's kernel (SameKernel)
   int host_cpus = 1;   // CPUs in the union of their affinity masks
 };
 
