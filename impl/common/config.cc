@@ -27,7 +27,8 @@ const std::vector<ConfigVar> kTable = {
     {"STARLING_TIMELINE", "BLUEFOG_TIMELINE", "",
      "file prefix: each rank writes a Chrome-trace timeline of its operations to <prefix><rank>.json; empty disables"},
     {"STARLING_CHUNK_BYTES", nullptr, "1048576",
-     "bytes: large messages are split into chunks of this size so transfers overlap reductions"},
+     "bytes: large messages are split into chunks of this size so transfers overlap reductions (between "
+     "machines 4x this, at most 64 MiB unless this is larger: each message's rendezvous idles the link)"},
     {"STARLING_INLINE_BYTES", nullptr, "16384",
      "bytes: payloads up to this size travel in the same message as their header"},
     {"STARLING_SPIN_MICROSECONDS", nullptr, "50",

@@ -21,6 +21,10 @@ using transport::Ticket;
 
 constexpr size_t kMaxOutstandingChunks = 16;  // per stream: bounds MPI requests in flight
 constexpr size_t kStreamSlots = 4;            // scratch slots of a RecvStream
+// Between machines (ChunkFor): measured across namespace hosts with 1 Gbit/s links, DDP
+// of a 23 MB gradient, 1 rank per host: 1 MiB chunks 251 ms per step, 4 and 16 MiB 231-238.
+constexpr size_t kNetworkChunkFactor = 4;
+constexpr size_t kMaxNetworkChunkBytes = size_t{64} << 20;
 constexpr int kSpinsBeforeYield = 128;
 
 constexpr int64_t kNoWait = 0;  // a settled time: completed before the wait had to poll twice
@@ -145,16 +149,23 @@ Exchange::Stream& Exchange::AddStream(bool is_send, int peer, const char* src, c
   return s;
 }
 
+size_t Exchange::ChunkFor(int peer) const {
+  const std::vector<int>& machine = context_.layout().machine_ranks;
+  if (std::binary_search(machine.begin(), machine.end(), peer)) return chunk_;
+  return std::max(chunk_, std::min(chunk_ * kNetworkChunkFactor, kMaxNetworkChunkBytes));
+}
+
 void Exchange::SendRaw(int peer, const void* data, size_t bytes, size_t chunk) {
-  AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk ? chunk : chunk_, nullptr);
+  AddStream(true, peer, static_cast<const char*>(data), nullptr, bytes, chunk ? chunk : ChunkFor(peer), nullptr);
 }
 
 void Exchange::RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk, size_t chunk) {
-  AddStream(false, peer, nullptr, static_cast<char*>(dst), bytes, chunk ? chunk : chunk_, std::move(on_chunk));
+  AddStream(false, peer, nullptr, static_cast<char*>(dst), bytes, chunk ? chunk : ChunkFor(peer),
+            std::move(on_chunk));
 }
 
 void Exchange::RecvStream(int peer, size_t bytes, ChunkFn on_chunk) {
-  AddStream(false, peer, nullptr, nullptr, bytes, chunk_, std::move(on_chunk));
+  AddStream(false, peer, nullptr, nullptr, bytes, ChunkFor(peer), std::move(on_chunk));
 }
 
 void Exchange::PostChunks(Stream& s) {

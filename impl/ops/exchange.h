@@ -44,11 +44,11 @@ class Exchange {
   std::shared_ptr<runtime::ScratchPool::Buffer> TakeFrameTrailer(int frame);
 
   // --- raw streams whose size both sides already agreed on ---
-  // chunk: split into messages of at most this size (0: STARLING_CHUNK_BYTES); the
-  // receiver must use the same value.
+  // chunk: split into messages of at most this size (0: ChunkFor(peer)); the receiver
+  // must use the same value.
   void SendRaw(int peer, const void* data, size_t bytes, size_t chunk = 0);
   // Receives straight into dst; on_chunk (optional) runs as each chunk lands. chunk:
-  // the sender's chunk size (0: this context's STARLING_CHUNK_BYTES).
+  // the sender's chunk size (0: ChunkFor(peer)).
   void RecvRaw(int peer, void* dst, size_t bytes, ChunkFn on_chunk = nullptr, size_t chunk = 0);
   // Receives through a few rotating scratch slots: on_chunk must consume each chunk.
   void RecvStream(int peer, size_t bytes, ChunkFn on_chunk);
@@ -74,6 +74,11 @@ class Exchange {
   void Clear();
 
   size_t chunk_bytes() const { return chunk_; }
+  // The default chunk of a stream between this rank and `peer`, the same on both sides:
+  // STARLING_CHUNK_BYTES within a machine; kNetworkChunkFactor times that to a peer on
+  // another machine, where each message costs a rendezvous (the receiver's answer) that
+  // leaves the link idle, and reducing a chunk takes far less time than its arrival.
+  size_t ChunkFor(int peer) const;
   size_t inline_bytes() const { return inline_; }
 
  private:
