@@ -10,7 +10,9 @@
 # for allreduce, MPI_Allreduce, exp2, one-peer exp2 and window push; two ranks per host
 # (half as many hosts) for hierarchical_neighbor_allreduce, which needs machines of
 # several ranks. A rate "none" leaves the links unlimited: the time then is what the
-# cores (shared by all ranks) need, the floor under the limited runs.
+# cores (shared by all ranks) need, the floor under the limited runs. The hosts share
+# this machine's cores, which Open MPI cannot see: its idle ranks are told to yield
+# (Starling's see it, by the kernel they share).
 # Writes OUT.csv (appending), OUT.md (the table) and OUT.png.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,7 +43,7 @@ one() {
   mh_create "$hosts" "$([[ $rate == none ]] || echo "$rate")"
   for ((k = 1; k <= hosts; k++)); do list+="${list:+,}host$k:$per"; done
   mh_exec host1 timeout -k 5 1800 "$run" -H "$list" --interface eth0 \
-    --mpi-args "--mca plm_rsh_agent $(mh_agent)" \
+    --mpi-args "--mca plm_rsh_agent $(mh_agent) --mca mpi_yield_when_idle 1" \
     "$bench" --mib "$mib" --steps "$steps" --methods "$methods" --label "$rate" --csv "$out.csv"
   mh_destroy
 }
