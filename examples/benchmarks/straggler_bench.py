@@ -25,7 +25,10 @@ Methods (torch.optim.SGD with momentum 0.9 inside each, the same initial weights
   winput     asynchronous window averaging (DistributedWinPutOptimizer: put to the
              out-neighbors, average with what arrived);
   pushsum    asynchronous push-sum over windows (DistributedPushSumOptimizer);
-  adpsgd     AD-PSGD pair averaging over windows (DistributedPairAveragingOptimizer);
+  adpsgd     AD-PSGD pair averaging over windows (DistributedPairAveragingOptimizer), with
+             in-neighbors that stepped since the last averaging with them only;
+  adpsgd_any AD-PSGD drawing from every in-neighbor, stepped or not (KungFu's rule,
+             only_fresh_peers=False; not run by default);
   pushsum_barrier  push-sum with a barrier before every step's averaging (BlueFog's
              push-sum, force_barrier=True; not run by default).
 Synchronous methods run --epochs epochs on every rank. Asynchronous ones stop when the
@@ -61,7 +64,7 @@ import starling.torch as bf
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from train_mlp import accuracy, load_data  # noqa: E402
 
-ASYNCHRONOUS = ("winput", "pushsum", "adpsgd")
+ASYNCHRONOUS = ("winput", "pushsum", "adpsgd", "adpsgd_any")
 DESCRIPTIONS = {
     "allreduce": "gradient allreduce",
     "static": "static neighbor averaging",
@@ -69,6 +72,7 @@ DESCRIPTIONS = {
     "winput": "window put averaging (async)",
     "pushsum": "push-sum (async)",
     "adpsgd": "AD-PSGD pair averaging (async)",
+    "adpsgd_any": "AD-PSGD, any in-neighbor (KungFu's rule)",
     "pushsum_barrier": "push-sum with a barrier per step (BlueFog's)",
 }
 DEFAULT_METHODS = "allreduce,static,dynamic,winput,pushsum,adpsgd"
@@ -89,8 +93,9 @@ def make_optimizer(method, model, lr, tag):
         return bf.DistributedWinPutOptimizer(base, model, window_prefix=tag)
     if method in ("pushsum", "pushsum_barrier"):
         return bf.DistributedPushSumOptimizer(base, model, force_barrier=method == "pushsum_barrier")
-    if method == "adpsgd":
-        return bf.DistributedPairAveragingOptimizer(base, model, window_prefix=tag)
+    if method in ("adpsgd", "adpsgd_any"):
+        return bf.DistributedPairAveragingOptimizer(base, model, window_prefix=tag,
+                                                    only_fresh_peers=method == "adpsgd")
     raise ValueError(method)
 
 

@@ -173,6 +173,24 @@ def test_gradient_tracking_and_exact_diffusion_reach_the_exact_minimizer():
 
 
 # ---- AD-PSGD ------------------------------------------------------------------------------------
+def step_alone(opt, r, name):
+    """Rank r steps while the others wait; returns, on every rank, the in-neighbor rank r
+    averaged with (-1: none). Rank r's announcement of its step lands before the others
+    go on, so what they see next does not depend on timing."""
+    peer = -1
+    if RANK == r:
+        opt.step()
+        if opt._announcement is not None:
+            bf.win_wait(opt._announcement)
+            opt._announcement = None
+        peer = -1 if opt.last_peer is None else opt.last_peer
+    return int(bf.broadcast(torch.tensor([peer]), root_rank=r, name=name).item())
+
+
+def in_neighbors(r):
+    return set(bf.load_topology().predecessors(r)) - {r}
+
+
 def test_pair_averaging_update_equation():
     """The ranks step one at a time (barriers between): each step sets
     x_i = (x_i + x_peer) / 2 with the peer it reports; the NumPy simulation replays the
@@ -184,17 +202,52 @@ def test_pair_averaging_update_equation():
     X = X0.copy()
     for _ in range(3):
         for r in range(SIZE):
-            peer = -1
-            if RANK == r:
-                opt.step()
-                peer = -1 if opt.last_peer is None else opt.last_peer
-            peer = int(bf.broadcast(torch.tensor([peer]), root_rank=r, name="pa.eq.peer").item())
-            if SIZE > 1:
-                assert peer in bf.load_topology().predecessors(r) and peer != r
+            peer = step_alone(opt, r, "pa.eq.peer")
+            if SIZE > 1:  # in lockstep every in-neighbor has stepped since the last averaging
+                assert peer in in_neighbors(r)
                 X[r] = (X[r] + X[peer]) / 2
     final = everyone(model.flat(), "pa.eq.final")
     opt.free()
     np.testing.assert_allclose(final, X, rtol=0, atol=1e-15)
+
+
+@pytest.mark.skipif(SIZE == 1, reason="no peers")
+def test_pair_averaging_only_with_peers_that_stepped():
+    """Rank 0 steps alone after a round in which every rank stepped: it averages with
+    each in-neighbor once (each stepped since), then with none until one steps again,
+    then with that one. The NumPy replay stays exact. With KungFu's rule
+    (only_fresh_peers=False) it averages at every step, with the same old values."""
+    model = Quadratic()
+    opt = bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), model,
+                                               window_prefix="pa.fresh", seed=5)
+    X = X0.copy()
+
+    def replay(r, peer):
+        if peer >= 0:
+            X[r] = (X[r] + X[peer]) / 2
+
+    for r in range(SIZE):
+        replay(r, step_alone(opt, r, "pa.fresh.round"))
+    alone = [step_alone(opt, 0, "pa.fresh.alone") for _ in range(len(in_neighbors(0)) + 2)]
+    for peer in alone:
+        replay(0, peer)
+    assert sorted(alone[:-2]) == sorted(in_neighbors(0)) and alone[-2:] == [-1, -1], alone
+    one = min(in_neighbors(0))
+    replay(one, step_alone(opt, one, "pa.fresh.one"))
+    peer = step_alone(opt, 0, "pa.fresh.again")
+    assert peer == one, (peer, one)
+    replay(0, peer)
+    final = everyone(model.flat(), "pa.fresh.final")
+    opt.free()
+    np.testing.assert_allclose(final, X, rtol=0, atol=1e-15)
+
+    model = Quadratic()
+    opt = bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), model,
+                                               window_prefix="pa.any", seed=5, only_fresh_peers=False)
+    assert "pa.any:steps" not in bf.get_current_created_window_names()
+    alone = [step_alone(opt, 0, "pa.any.alone") for _ in range(len(in_neighbors(0)) + 2)]
+    assert all(peer in in_neighbors(0) for peer in alone), alone
+    opt.free()
 
 
 def test_pair_averaging_reaches_consensus_at_different_speeds():
@@ -254,7 +307,7 @@ def test_pair_averaging_windows_and_prefix():
     opt = bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), model,
                                                window_prefix="pa.names")
     if SIZE > 1:
-        assert {"pa.names.x", "pa.names.z"} <= set(bf.get_current_created_window_names())
+        assert {"pa.names.x", "pa.names.z", "pa.names:steps"} <= set(bf.get_current_created_window_names())
         with pytest.raises(ValueError, match="exists already"):
             bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), model,
                                                  window_prefix="pa.names")
@@ -301,6 +354,9 @@ def test_bad_arguments():
             bf.DistributedPairAveragingOptimizer(sgd(model), model, window_prefix=prefix)
     with pytest.raises(ValueError, match="seed must be an int"):
         bf.DistributedPairAveragingOptimizer(sgd(model), model, seed="x")
+    for fresh in [1, "yes", None]:
+        with pytest.raises(ValueError, match="only_fresh_peers must be a bool"):
+            bf.DistributedPairAveragingOptimizer(sgd(model), model, only_fresh_peers=fresh)
     assert not [n for n in bf.get_current_created_window_names() if n.startswith("adpsgd")]
 
 
