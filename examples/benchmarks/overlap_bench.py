@@ -15,13 +15,19 @@ data), the ways interleaved in rounds so that load on the machine hits them alik
         (DistributedAdaptWithCombineOptimizer: launched after the forward pass, so it
         runs during the whole backward pass)
 
+--device-ms D models an accelerator: each linear layer's forward also takes D ms, and
+its backward 2 D ms (two matrix products against the forward's one), during which the
+host CPU is free (a sleep), as on a GPU, where the CPU only queues the kernels. Without it the compute is the CPU's own, and on a machine with few
+cores it competes with the communication's CPU work (the kernel's TCP stack, the
+progress thread) for the same cores.
+
 "after" and "overlap" compute the same thing in the same order, so their parameters
 must agree bit for bit at the end (checked). Rank 0 prints the median ms per step, the
 speedup after / overlap and the fraction of the communication hidden,
 (after - overlap) / comm.
 
     starlingrun -np 2 python examples/benchmarks/overlap_bench.py [--steps 10] [--rounds 5]
-        [--width 1024] [--layers 6] [--batch 256] [--methods grad,awc]
+        [--width 1024] [--layers 6] [--batch 256] [--methods grad,awc] [--device-ms 0]
 """
 
 import argparse
@@ -34,12 +40,37 @@ import torch.nn as nn
 import starling.torch as st
 
 
-def make_model(width, layers):
+class _DeviceTime(torch.autograd.Function):
+    """Identity whose forward takes `seconds` of (modelled) device time, its backward twice that."""
+
+    @staticmethod
+    def forward(ctx, x, seconds):
+        ctx.seconds = seconds
+        time.sleep(seconds)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(2 * ctx.seconds)
+        return grad, None
+
+
+class DeviceTime(nn.Module):
+    def __init__(self, ms):
+        super().__init__()
+        self.seconds = ms / 1e3
+
+    def forward(self, x):
+        return _DeviceTime.apply(x, self.seconds)
+
+
+def make_model(width, layers, device_ms=0.0):
     torch.manual_seed(0)
-    blocks = [nn.Linear(784, width), nn.ReLU()]
+    delay = [DeviceTime(device_ms)] if device_ms > 0 else []
+    blocks = [nn.Linear(784, width), *delay, nn.ReLU()]
     for _ in range(layers - 2):
-        blocks += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*blocks, nn.Linear(width, 10))
+        blocks += [nn.Linear(width, width), *delay, nn.ReLU()]
+    return nn.Sequential(*blocks, nn.Linear(width, 10), *delay)
 
 
 def loss_of(model, x, y):
@@ -88,9 +119,9 @@ def timed(steps, one_step):
 
 
 def bench(method, args, x, y):
-    local = make_model(args.width, args.layers)
-    after = make_model(args.width, args.layers)
-    overlap = make_model(args.width, args.layers)
+    local = make_model(args.width, args.layers, args.device_ms)
+    after = make_model(args.width, args.layers, args.device_ms)
+    overlap = make_model(args.width, args.layers, args.device_ms)
     opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in
             (("local", local), ("after", after), ("overlap", overlap))}
     if method == "grad":
@@ -125,7 +156,11 @@ def main():
     parser.add_argument("--batch", type=int, default=256, help="samples per rank per step")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     parser.add_argument("--methods", default="grad,awc")
+    parser.add_argument("--device-ms", type=float, default=0.0,
+                        help="modelled device time per linear layer: D ms forward, 2 D backward (CPU free)")
     args = parser.parse_args()
+    if not args.device_ms >= 0:
+        parser.error(f"--device-ms must be >= 0, got {args.device_ms}")
     torch.set_num_threads(args.threads)
     st.init()
     torch.manual_seed(1 + st.rank())
@@ -134,7 +169,7 @@ def main():
     if st.rank() == 0:
         print(f"overlap with backward: {st.size()} ranks, MLP {args.layers} x {args.width} ({megabytes:.1f} MiB of "
               f"parameters), batch {args.batch}, {args.steps} steps x {args.rounds} rounds (median), "
-              f"torch {torch.__version__}")
+              f"device time {args.device_ms:g} + {2 * args.device_ms:g} ms per layer, torch {torch.__version__}")
         print(f"{'method':>6} {'local ms':>9} {'comm ms':>8} {'after ms':>9} {'overlap ms':>11} "
               f"{'after/overlap':>14} {'hidden':>7}")
     for method in args.methods.split(","):
