@@ -24,10 +24,9 @@ _fj_signal_now() {  # _fj_signal_now SIG PID...
   /usr/bin/python3 -c 'import os,sys,time; t=time.monotonic(); [os.kill(int(p),int(sys.argv[1])) for p in sys.argv[2:]]; print(f"{t:.6f}")' "$@"
 }
 
-# The TCP BTL without its put (as starlingrun --fault-tolerant runs it): a rank that dies
-# mid-message otherwise leaves a request on its endpoint, and a survivor's MPI_Comm_dup in
-# the repair crashed (docs/reliability.md, "Nor the TCP BTL's put"; seen here once in 8
-# runs of fault.multihost.2x2, in the kill of both of host2's ranks).
+# The TCP BTL without its put, as starlingrun --fault-tolerant runs it: with it, a rank
+# that dies mid-message can leave a request on its endpoint that crashes a survivor
+# (docs/reliability.md, "Nor the TCP BTL's put").
 FJ_TCP_FLAGS=send,inplace,need-ack,need-csum
 
 fj_run() {

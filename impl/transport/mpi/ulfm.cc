@@ -134,6 +134,18 @@ void RevokeCommunicator(void* comm) {
 #endif
 }
 
+int AgreeOnCommunicator(void* comm, int* flag) {
+#if STARLING_HAVE_ULFM
+  MPI_Comm c = *static_cast<MPI_Comm*>(comm);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  return MPIX_Comm_agree(c, flag);
+#else
+  (void)comm;
+  (void)flag;
+  return MPI_ERR_OTHER;
+#endif
+}
+
 bool IsPendingFailureClass(int error_class) {
 #if STARLING_HAVE_ULFM
   return error_class == MPIX_ERR_PROC_FAILED_PENDING;

@@ -36,4 +36,10 @@ void IgnoreBrokenPipes();
 // of this header); nothing without ULFM.
 void RevokeCommunicator(void* comm);
 
+// MPIX_Comm_agree (a bitwise AND of *flag) over a raw communicator (an MPI_Comm*), its
+// errors returned: MPI_SUCCESS, or an error code; one of a failure class (a member died
+// before contributing) is raised alike on every live member. Returns when every live
+// member has entered it. MPI_ERR_OTHER without ULFM.
+int AgreeOnCommunicator(void* comm, int* flag);
+
 }  // namespace starling::transport
