@@ -41,8 +41,8 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
     MPI_Comm shrunk = transport_->Shrink();
     // Agree on `shrunk` before using it: every survivor has then finished creating it
     // (a survivor whose duplication below failed revoked `shrunk` while a slower one was
-    // still inside the shrink: Open MPI 5.0.11 crashed in ompi_comm_revoke_local, 2 of
-    // 41 runs of fault.multihost.2x2 under load), and a death the shrink did not know of
+    // still inside the shrink: Open MPI 5.0.11 crashed in ompi_comm_revoke_local, 3 of
+    // 46 runs of fault.multihost.2x2 under load), and a death the shrink did not know of
     // (two ranks of a host killed together) fails every survivor here alike, unrevoked.
     int all = 1;
     const int agreed_code = transport::AgreeOnCommunicator(&shrunk, &all);
@@ -52,8 +52,8 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
       MPI_Comm_free(&shrunk);
       STARLING_CHECK(!transport::IsFailureClass(error_class), Code::kPeerFailed,
                      "a rank failed during starling_context_repair; call it again (the survivors repair together)");
-      Fail(Code::kTransport, "starling_context_repair: MPIX_Comm_agree failed (MPI error class ",
-                    error_class, ")");
+      Fail(Code::kTransport, "starling_context_repair: MPIX_Comm_agree failed (MPI error class ", error_class,
+           ")");
     }
     try {
       fresh = std::make_unique<transport::MpiTransport>(shrunk);
