@@ -39,30 +39,40 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
   std::shared_ptr<TopologyState> topology;
   try {
     MPI_Comm shrunk = transport_->Shrink();
-    // Agree on `shrunk` before using it: every survivor has then finished creating it
-    // (a survivor whose duplication below failed revoked `shrunk` while a slower one was
-    // still inside the shrink: Open MPI 5.0.11 crashed in ompi_comm_revoke_local, 3 of
-    // 46 runs of fault.multihost.2x2 under load), and a death the shrink did not know of
-    // (two ranks of a host killed together) fails every survivor here alike, unrevoked.
-    int all = 1;
-    const int agreed_code = transport::AgreeOnCommunicator(&shrunk, &all);
+    // One agreement on `shrunk` before using it, on whether every survivor's topology has
+    // the survivors' size:
+    // - every survivor has then finished creating `shrunk` (a survivor whose duplication
+    //   below failed revoked it while a slower one was still inside the shrink: Open MPI
+    //   5.0.11 crashed in ompi_comm_revoke_local, 3 of 46 runs of fault.multihost.2x2
+    //   under load);
+    // - a death the shrink did not know of (two ranks of a host killed together) fails
+    //   every survivor here alike, and a wrong size refuses on every survivor alike, with
+    //   nobody left inside a collective on it: nothing to revoke.
+    int survivors = 0;
+    MPI_Comm_size(shrunk, &survivors);
+    const bool sized = !options.graph || options.graph->size() == survivors;
+    int all_sized = sized ? 1 : 0;
+    const int agreed_code = transport::AgreeOnCommunicator(&shrunk, &all_sized);
+    if (agreed_code != MPI_SUCCESS || !all_sized) MPI_Comm_free(&shrunk);
     if (agreed_code != MPI_SUCCESS) {
       int error_class = MPI_ERR_OTHER;
       MPI_Error_class(agreed_code, &error_class);
-      MPI_Comm_free(&shrunk);
       STARLING_CHECK(!transport::IsFailureClass(error_class), Code::kPeerFailed,
                      "a rank failed during starling_context_repair; call it again (the survivors repair together)");
       Fail(Code::kTransport, "starling_context_repair: MPIX_Comm_agree failed (MPI error class ", error_class,
            ")");
     }
+    STARLING_CHECK_ARG(sized, "the repair topology has ", options.graph->size(), " ranks but ", survivors,
+                       " survived");
+    STARLING_CHECK_ARG(all_sized, "another survivor passed a repair topology whose size is not the number of "
+                       "survivors (", survivors, "); pass the same topology on every survivor");
     try {
       fresh = std::make_unique<transport::MpiTransport>(shrunk);
     } catch (const Error& e) {
-      // The shrink agreed on the failures known then; a rank whose death became known
-      // only afterwards (two ranks of a host killed together, measured across namespace
-      // hosts) makes duplicating `shrunk` fail with MPI_ERR_OTHER (its collective saw
-      // MPIX_ERR_PROC_FAILED). Survivors still inside the duplication leave it (revoked);
-      // a repair called again shrinks without the dead rank.
+      // A rank that died after the agreement makes duplicating `shrunk` fail with
+      // MPI_ERR_OTHER (its collective saw MPIX_ERR_PROC_FAILED). Survivors still inside
+      // the duplication leave it (revoked; every survivor finished the shrink before the
+      // agreement); a repair called again shrinks without the dead rank.
       transport::RevokeCommunicator(&shrunk);
       MPI_Comm_free(&shrunk);
       STARLING_CHECK(e.code() != Code::kTransport, Code::kPeerFailed,
@@ -71,23 +81,6 @@ RepairResult Context::Repair(const RepairOptions& options, const std::function<v
       throw;
     }
     MPI_Comm_free(&shrunk);
-    // The topology's size, agreed before anything else runs on `fresh`: then every
-    // survivor fails alike with INVALID_ARGUMENT and none is left inside a collective on
-    // `fresh` (revoking it then made those fail with PEER_FAILED, and revoking it while
-    // a peer was still creating it crashed Open MPI 5.0.11 in ompi_comm_revoke_local).
-    const bool sized = !options.graph || options.graph->size() == fresh->size();
-    bool agree_failed = false;
-    const int all_sized = fresh->Agree(sized ? 1 : 0, &agree_failed);
-    STARLING_CHECK(!agree_failed, Code::kPeerFailed,
-                   "a rank failed during starling_context_repair; call it again (the survivors repair together)");
-    if (!all_sized) {
-      const int survivors = fresh->size();
-      fresh.reset();  // agreed: nobody waits on it, so no revoke
-      STARLING_CHECK_ARG(sized, "the repair topology has ", options.graph->size(), " ranks but ", survivors,
-                         " survived");
-      STARLING_CHECK_ARG(false, "another survivor passed a repair topology whose size is not the number of "
-                         "survivors (", survivors, "); pass the same topology on every survivor");
-    }
     const std::vector<int> old_ranks = fresh->AllgatherInt(rank_);
     result.new_rank = fresh->rank();
     result.new_size = fresh->size();
