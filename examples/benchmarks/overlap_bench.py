@@ -11,6 +11,10 @@ data), the ways interleaved in rounds so that load on the machine hits them alik
   grad  gradient averaging: allreduce of each gradient
         (DistributedGradientAllreduceOptimizer: launched from each gradient's
         accumulator hook as backward produces it)
+  prio  gradient averaging scheduled by priority (the same wrapper with priority=True,
+        as ByteScheduler: gradients cut into partitions, held back once the link is
+        backed up and then sent input layers first, each layer updated just before its
+        next forward use, so the next forward pass overlaps the rest of the averaging)
   awc   adapt-with-combine: neighbor averaging of each parameter
         (DistributedAdaptWithCombineOptimizer: launched after the forward pass, so it
         runs during the whole backward pass)
@@ -27,7 +31,8 @@ speedup after / overlap and the fraction of the communication hidden,
 (after - overlap) / comm.
 
     starlingrun -np 2 python examples/benchmarks/overlap_bench.py [--steps 10] [--rounds 5]
-        [--width 1024] [--layers 6] [--batch 256] [--methods grad,awc] [--device-ms 0]
+        [--width 1024] [--layers 6] [--batch 256] [--methods grad,prio,awc] [--device-ms 0]
+        [--partition-mib 4]
 """
 
 import argparse
@@ -78,7 +83,7 @@ def loss_of(model, x, y):
 
 
 def launch(method, tensors):
-    if method == "grad":
+    if method in ("grad", "prio"):
         return [st.allreduce_nonblocking(t, average=True, name=f"overlap.{i}") for i, t in enumerate(tensors)]
     return [st.neighbor_allreduce_nonblocking(t, name=f"overlap.{i}") for i, t in enumerate(tensors)]
 
@@ -95,7 +100,7 @@ def step_after(method, model, opt, x, y):
     loss_of(model, x, y).backward()
     params = list(model.parameters())
     with torch.no_grad():
-        if method == "grad":
+        if method in ("grad", "prio"):
             for p, h in zip(params, launch(method, [p.grad for p in params])):
                 p.grad.copy_(st.synchronize(h))
         else:  # AWC: w+ = Combine(w) - lr * grad f(w), the gradient taken at w
@@ -109,11 +114,12 @@ def step_comm(method, buffers):
         st.synchronize(h)
 
 
-def timed(steps, one_step):
+def timed(steps, one_step, finish=lambda: None):
     st.barrier()
     start = time.perf_counter()
     for _ in range(steps):
         one_step()
+    finish()  # prio: the last step's updates, which otherwise wait for the next forward pass
     st.barrier()
     return (time.perf_counter() - start) / steps * 1e3
 
@@ -124,8 +130,10 @@ def bench(method, args, x, y):
     overlap = make_model(args.width, args.layers, args.device_ms)
     opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in
             (("local", local), ("after", after), ("overlap", overlap))}
-    if method == "grad":
-        opts["overlap"] = st.DistributedGradientAllreduceOptimizer(opts["overlap"], model=overlap)
+    if method in ("grad", "prio"):
+        opts["overlap"] = st.DistributedGradientAllreduceOptimizer(
+            opts["overlap"], model=overlap, priority=method == "prio",
+            partition_bytes=int(args.partition_mib * 2**20))
     else:
         opts["overlap"] = st.DistributedAdaptWithCombineOptimizer(
             opts["overlap"], model=overlap, communication_type=st.CommunicationType.neighbor_allreduce)
@@ -136,12 +144,15 @@ def bench(method, args, x, y):
         "after": lambda: step_after(method, after, opts["after"], x, y),
         "overlap": lambda: step_local(overlap, opts["overlap"], x, y),  # the wrapper communicates
     }
-    for run in ways.values():  # warm-up: connections, buffers, the optimizer's launch order
-        timed(2, run)
+    finish = {"overlap": opts["overlap"].synchronize} if method == "prio" else {}
+    for name, run in ways.items():  # warm-up: connections, buffers, the launch order, prio's plan
+        timed(5, run, finish.get(name, lambda: None))
     times = {name: [] for name in ways}
     for _ in range(args.rounds):
         for name, run in ways.items():
-            times[name].append(timed(args.steps, run))
+            times[name].append(timed(args.steps, run, finish.get(name, lambda: None)))
+    if method == "prio" and st.rank() == 0 and args.show_plan:
+        print("prio plan:", opts["overlap"].schedule)
     for a, b in zip(after.parameters(), overlap.parameters()):
         assert torch.equal(a, b), f"{method}: the overlapped run diverged from the one without overlap"
     return {name: statistics.median(t) for name, t in times.items()}
@@ -155,12 +166,16 @@ def main():
     parser.add_argument("--layers", type=int, default=6, help="linear layers of the MLP")
     parser.add_argument("--batch", type=int, default=256, help="samples per rank per step")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
-    parser.add_argument("--methods", default="grad,awc")
+    parser.add_argument("--methods", default="grad,prio,awc")
+    parser.add_argument("--partition-mib", type=float, default=1.0, help="prio: partition size, MiB")
+    parser.add_argument("--show-plan", action="store_true", help="prio: print the release plan")
     parser.add_argument("--device-ms", type=float, default=0.0,
                         help="modelled device time per linear layer: D ms forward, 2 D backward (CPU free)")
     args = parser.parse_args()
     if not args.device_ms >= 0:
         parser.error(f"--device-ms must be >= 0, got {args.device_ms}")
+    if not args.partition_mib > 0:
+        parser.error(f"--partition-mib must be > 0, got {args.partition_mib}")
     torch.set_num_threads(args.threads)
     st.init()
     torch.manual_seed(1 + st.rank())
@@ -173,8 +188,8 @@ def main():
         print(f"{'method':>6} {'local ms':>9} {'comm ms':>8} {'after ms':>9} {'overlap ms':>11} "
               f"{'after/overlap':>14} {'hidden':>7}")
     for method in args.methods.split(","):
-        if method not in ("grad", "awc"):
-            raise SystemExit(f"overlap_bench: unknown method '{method}' (grad, awc)")
+        if method not in ("grad", "prio", "awc"):
+            raise SystemExit(f"overlap_bench: unknown method '{method}' (grad, prio, awc)")
         med = bench(method, args, x, y)
         if st.rank() == 0:
             hidden = (med["after"] - med["overlap"]) / med["comm"]

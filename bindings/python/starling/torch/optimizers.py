@@ -15,6 +15,7 @@ finishes it. Hooks exist only with more than one rank.
 
 import contextlib
 import math
+import time
 import warnings
 from enum import Enum
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -400,6 +401,10 @@ class _GradientAllreduce(_Distributed):
         """Launches the gradients not launched yet (zeros where a gradient is None), in
         the agreed order, then waits for every allreduce and installs the averages."""
         self._after_repair()
+        self._launch_rest()
+        self._wait_all()
+
+    def _launch_rest(self) -> None:
         if self._order is None:
             for p in self._by_name():  # the first step: in name order
                 if p.requires_grad:
@@ -412,9 +417,16 @@ class _GradientAllreduce(_Distributed):
                 if p.requires_grad:
                     self._ensure_grad(p)
                     self._handles[p] = self._launch(p)
+
+    def _wait_all(self, finished: Optional[List[Tuple[Any, bool, float]]] = None) -> None:
+        """Waits in launch order; appends (p, done before the wait, time.perf_counter()
+        after it) to finished, if given."""
         with torch.no_grad():
             for p, handle in self._handles.items():
+                done = finished is not None and mpi_ops.poll(handle)
                 _install(p.grad, mpi_ops.synchronize(handle))
+                if finished is not None:
+                    finished.append((p, done, time.perf_counter()))
                 self._allreduce_delay[p] = self._num_steps
         self._handles.clear()
         self._ready.clear()
@@ -641,9 +653,24 @@ def DistributedAdaptThenCombineOptimizer(optimizer: torch.optim.Optimizer, model
 
 
 def DistributedGradientAllreduceOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
-                                          num_steps_per_communication: int = 1) -> torch.optim.Optimizer:
-    """Averages gradients over all ranks (Horovod style) before each local update."""
-    return _wrap(optimizer, _GradientAllreduce, model, num_steps_per_communication)
+                                          num_steps_per_communication: int = 1, priority: bool = False,
+                                          partition_bytes: int = 1 << 20) -> torch.optim.Optimizer:
+    """Averages gradients over all ranks (Horovod style) before each local update.
+
+    priority=True schedules the averaging as ByteScheduler does: gradients cut into
+    partitions of at most partition_bytes, the input layers' first once the link is
+    backed up, and each layer's update applied just before its next forward use, so the
+    next forward pass overlaps the rest of the averaging. step() then returns before
+    the parameters are updated; call synchronize() before reading them other than
+    through the model's forward pass (a checkpoint, say). See docs/performance.md."""
+    if not isinstance(priority, bool):
+        raise ValueError(f"priority must be True or False, got {priority!r}")
+    if not priority:
+        return _wrap(optimizer, _GradientAllreduce, model, num_steps_per_communication)
+    if isinstance(partition_bytes, bool) or not isinstance(partition_bytes, int) or partition_bytes < 1:
+        raise ValueError(f"partition_bytes must be a positive integer, got {partition_bytes!r}")
+    from ._priority_allreduce import _PriorityGradientAllreduce  # (it builds on _GradientAllreduce)
+    return _wrap(optimizer, _PriorityGradientAllreduce, model, num_steps_per_communication, partition_bytes)
 
 
 def DistributedWinPutOptimizer(optimizer: torch.optim.Optimizer, model: Any,  # noqa: N802
