@@ -117,6 +117,61 @@ def test_priority_trains_as_without_it(seconds_per_byte, set_to_none):
         np.testing.assert_allclose(p.detach().double().numpy(), r.detach().numpy(), rtol=0, atol=1e-5, err_msg=name)
 
 
+class _Branchy(torch.nn.Module):
+    """A model whose `extra` layer runs on even steps only (on every rank alike)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = _model()
+        self.extra = torch.nn.Linear(3, 3)
+        self.use_extra = True
+
+    def forward(self, x):
+        y = self.body(x)
+        return self.extra(y) if self.use_extra else y
+
+
+def _train_patterns(pattern, priority):
+    """Training as programs do it: Adam over two groups, a layer used every other step,
+    layers frozen and unfrozen, two backward passes per step."""
+    model = _Branchy()
+    groups = [{"params": model.body.parameters(), "lr": 0.01}, {"params": model.extra.parameters(), "lr": 0.03}]
+    steps_per_communication = 2 if pattern == "accumulate" else 1
+    if pattern == "freeze":
+        model.body[0].weight.requires_grad_(False)  # frozen from the start, unfrozen at step 7
+    opt = bf.DistributedGradientAllreduceOptimizer(torch.optim.Adam(groups), model, steps_per_communication,
+                                                   priority=priority, partition_bytes=96)
+    for step in range(14):
+        if pattern == "freeze" and step == 7:
+            model.body[0].weight.requires_grad_(True)
+        if pattern == "freeze" and step == 10:
+            model.body[2].bias.requires_grad_(False)
+        model.use_extra = pattern != "branch" or step % 2 == 0
+        opt.zero_grad()
+        for half in range(steps_per_communication):
+            x, y = _data(2 * step + half)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    opt.synchronize()
+    return model
+
+
+@pytest.mark.parametrize("pattern", ["groups", "branch", "freeze", "accumulate"])
+def test_priority_in_training_patterns(pattern):
+    scheduled, fifo = _train_patterns(pattern, True), _train_patterns(pattern, False)
+    for (name, p), q in zip(scheduled.named_parameters(), fifo.parameters()):
+        # Averaged gradients keep the replicas identical on every rank, with and without priority.
+        root = bf.broadcast(p.detach(), root_rank=0, name=f"{pattern}.{name}")
+        assert torch.equal(root, p.detach()), f"{name} differs from rank 0's"
+        root = bf.broadcast(q.detach(), root_rank=0, name=f"{pattern}.{name}.fifo")
+        assert torch.equal(root, q.detach()), f"{name} (without priority) differs from rank 0's"
+        if SIZE <= 2:
+            assert torch.equal(p, q), name
+        else:
+            torch.testing.assert_close(p, q, rtol=0, atol=1e-6)
+
+
 def test_step_returns_before_the_update_and_forward_applies_it():
     model = _model()
     opt = bf.DistributedGradientAllreduceOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model,

@@ -32,7 +32,7 @@ import torch
 
 from . import _state, mpi_ops
 from ._priority_plan import partition, plan
-from .optimizers import _GradientAllreduce
+from .optimizers import _dense, _GradientAllreduce, _install
 
 CALIBRATION_STEPS = 3
 
@@ -55,6 +55,7 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
         self._partition_bytes = partition_bytes
         self._plan: Optional[_Plan] = None
         self._samples: List[List[float]] = []       # calibration: rank's [s/byte, end, ready times...]
+        self._sampled: List[torch.nn.Parameter] = []  # of these parameters
         self._ready_times: Dict[Any, float] = {}
         self._backward_start: Optional[float] = None  # calibration: this step's first gradient, and
         self._backward_end = 0.0                       # step(), in seconds after it
@@ -103,8 +104,10 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
         return (after[-1][2] - finished[first][2]) / moved
 
     def _sample(self, seconds_per_byte: float, end: float) -> None:
-        times = [self._ready_times.get(p, end) for p in self._launchable()]
-        self._samples.append([seconds_per_byte, end] + times)
+        params = self._launchable()
+        if len(params) != len(self._sampled) or any(p is not q for p, q in zip(params, self._sampled)):
+            self._samples, self._sampled = [], params  # (un)frozen during calibration: start again
+        self._samples.append([seconds_per_byte, end] + [self._ready_times.get(p, end) for p in params])
         self._ready_times.clear()
         self._backward_start = None
         if len(self._samples) < CALIBRATION_STEPS:
@@ -112,7 +115,6 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
         mine = torch.tensor(self._samples, dtype=torch.float64).median(dim=0).values
         self._samples = []
         numbers = mpi_ops.broadcast(mine, root_rank=0, name="priority plan timings").tolist()
-        params = self._launchable()
         seconds_per_byte, end, times = numbers[0], numbers[1], numbers[2:]
         if self._assumed_seconds_per_byte is not None:
             seconds_per_byte = self._assumed_seconds_per_byte
@@ -164,6 +166,8 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
         for j in parts:
             i, start, stop = plan_.parts[j]
             p = plan_.params[i]
+            if not p.requires_grad:  # frozen since the plan (on every rank alike): not averaged
+                continue
             view = self._buffers[p].view(-1)[start:stop]
             self._part_handles[j] = mpi_ops.allreduce_nonblocking_(view, average=True,
                                                                    name=f"{self._names[p]}[{start}:{stop}]")
@@ -171,7 +175,7 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
     def _submit_rest(self) -> None:
         """The end of the backward pass: the gradients not ready yet, then the held partitions."""
         for p in self._order[self._next:]:
-            if p in self._plan.event_of:
+            if p in self._plan.event_of and p.requires_grad:
                 self._stage(p)
         self._submit(self._plan.final)
         for p in self._plan.params:
@@ -198,19 +202,26 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
                 handle = self._part_handles.pop(j, None)
                 if handle is not None:
                     mpi_ops.synchronize(handle)
-        members = set(todo)
-        saved_groups, saved_grads = self.param_groups, [(p, p.grad) for p in todo]
+        self._step_only(todo, self._groups_at_step, self._buffers)
+        self._pending.difference_update(todo)
+
+    def _step_only(self, params: List[torch.nn.Parameter], groups: List[Dict[str, Any]],
+                   grads: Optional[Dict[Any, torch.Tensor]] = None) -> None:
+        """The torch optimizer's own step over params only, with groups' hyperparameters
+        and, where given, the gradients in grads instead of p.grad."""
+        members = set(params)
+        saved_groups, saved_grads = self.param_groups, [(p, p.grad) for p in params]
         try:
             self.param_groups = [dict(g, params=[q for q in g["params"] if q in members])
-                                 for g in self._groups_at_step if any(q in members for q in g["params"])]
-            for p in todo:
-                p.grad = self._buffers[p]
-            super(_GradientAllreduce, self).step()  # the torch optimizer's step
+                                 for g in groups if any(q in members for q in g["params"])]
+            if grads is not None:
+                for p in params:
+                    p.grad = grads[p]
+            super(_GradientAllreduce, self).step()
         finally:
             self.param_groups = saved_groups
             for p, grad in saved_grads:
                 p.grad = grad
-        self._pending.difference_update(todo)
 
     def _after_repair(self) -> None:
         repaired = self._repairs_seen != _state.repairs
@@ -240,13 +251,31 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
             return
         if self._next == 0 and not self._ready:
             return  # no backward pass since the last step
+        self._finish_now()
+
+    def _finish_now(self) -> None:
+        """Submits what the plan has left, waits for all of it and installs the averages
+        in p.grad. Parameters trainable since the plan was made are averaged whole, in
+        the agreed order, and the next steps calibrate again."""
         self._submit_rest()
         for handle in self._part_handles.values():
             mpi_ops.synchronize(handle)
         self._part_handles.clear()
         with torch.no_grad():
-            for p in self._plan.params:
-                p.grad.copy_(self._buffers[p].view_as(p))
+            for p in self._order:
+                if not p.requires_grad:
+                    continue
+                self._ensure_grad(p)
+                if p in self._plan.event_of:
+                    p.grad.copy_(self._buffers[p].view_as(p))
+                else:
+                    _install(p.grad, mpi_ops.allreduce(_dense(p.grad), average=True, name=self._names[p]))
+        if self._trainable_changed():
+            self._plan, self._buffers = None, {}
+
+    def _trainable_changed(self) -> bool:
+        now = self._launchable()
+        return len(now) != len(self._plan.params) or any(p is not q for p, q in zip(now, self._plan.params))
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._after_repair()
@@ -255,12 +284,14 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
                 self._backward_end = time.perf_counter() - self._backward_start
             return super().step(closure)
         self._apply(list(self._pending))  # parameters the last forward pass did not use
+        if self._trainable_changed():  # (un)frozen since the plan: a step without it, then calibrate again
+            self._finish_now()
+            return super(_GradientAllreduce, self).step()
         self._submit_rest()
         self._groups_at_step = [dict(g) for g in self.param_groups]
         self._pending = set(self._plan.params)
-        now = self._launchable()
-        if len(now) != len(self._plan.params) or any(p is not q for p, q in zip(now, self._plan.params)):
-            # the trainable parameters changed: measure again
-            self._apply(list(self._pending))
-            self._plan = None
+        # The rest (frozen parameters that still hold a gradient) step now, as without priority.
+        local = [p for g in self.param_groups for p in g["params"] if p not in self._pending and p.grad is not None]
+        if local:
+            self._step_only(local, self.param_groups)
         return None

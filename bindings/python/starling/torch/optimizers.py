@@ -387,8 +387,9 @@ class _GradientAllreduce(_Distributed):
 
     def _agree_on_order(self) -> List[Any]:
         """Rank 0's hook order of the first step (then the rest by name), as positions
-        in the name order, which every rank shares."""
-        by_name = [p for p in self._by_name() if p.requires_grad]
+        in the name order, which every rank shares. Frozen parameters are in it too, so
+        one unfrozen later is averaged (launches skip those that do not require grad)."""
+        by_name = self._by_name()
         members = set(by_name)  # (tensors hash by identity; `in` on a list would compare values)
         fired = [p for p in self._fired if p in members]
         mine = fired + [p for p in by_name if p not in set(fired)]
