@@ -28,6 +28,9 @@ FAMILIES = {
     "awc": (lambda o, m: bf.DistributedAdaptWithCombineOptimizer(o, m), 0.0),
     "atc": (lambda o, m: bf.DistributedAdaptThenCombineOptimizer(o, m), 0.0),
     "gradient_allreduce": (lambda o, m: bf.DistributedGradientAllreduceOptimizer(o, m), 1.0),
+    # Scheduled by priority: the death comes after its plan is made (first step, then 3
+    # calibration steps), with its updates pending; the repair calibrates again.
+    "gradient_priority": (lambda o, m: bf.DistributedGradientAllreduceOptimizer(o, m, priority=True), 1.0),
     "compressed_allreduce": (lambda o, m: bf.DistributedCompressedGradientAllreduceOptimizer(o, m, TopK(4)), 1.0),
     "choco": (lambda o, m: bf.DistributedChocoSGDOptimizer(o, m, TopK(4, gamma=1.0)), 0.0),
     "sma": (lambda o, m: bf.DistributedSynchronousModelAveragingOptimizer(o, m, alpha=1.0), 0.0),
@@ -59,7 +62,7 @@ def expected_after_one_step(name: str, rank: int, size: int, sources) -> float:
     """NumPy-free reference over the survivors: values v_r = r + 1 (weights reset to 0
     for the gradient allreduces), uniform weights over self and in-neighbors."""
     neighbor_average = (rank + 1.0 + sum(r + 1.0 for r in sources)) / (len(sources) + 1)
-    if name in ("gradient_allreduce", "compressed_allreduce"):
+    if name in ("gradient_allreduce", "gradient_priority", "compressed_allreduce"):
         return -sum(2.0 * (r + 1) for r in range(size)) / size  # 0 - lr * mean gradient
     if name == "sma":
         return sum(r + 1.0 for r in range(size)) / size
