@@ -229,6 +229,7 @@ def test_a_parameter_used_outside_its_module_is_an_error():
     ({"priority": True, "partition_bytes": 0}, "partition_bytes must be a positive integer"),
     ({"priority": True, "partition_bytes": 1.5}, "partition_bytes must be a positive integer"),
     ({"priority": True, "partition_bytes": True}, "partition_bytes must be a positive integer"),
+    ({"partition_bytes": -1}, "partition_bytes must be a positive integer"),
 ])
 def test_bad_arguments(kwargs, message):
     model = _model()

@@ -659,17 +659,17 @@ def DistributedGradientAllreduceOptimizer(optimizer: torch.optim.Optimizer, mode
     """Averages gradients over all ranks (Horovod style) before each local update.
 
     priority=True schedules the averaging as ByteScheduler does: gradients cut into
-    partitions of at most partition_bytes, the input layers' first once the link is
+    partitions of at most partition_bytes, the input layers' partitions first once the link is
     backed up, and each layer's update applied just before its next forward use, so the
     next forward pass overlaps the rest of the averaging. step() then returns before
     the parameters are updated; call synchronize() before reading them other than
     through the model's forward pass (a checkpoint, say). See docs/performance.md."""
     if not isinstance(priority, bool):
         raise ValueError(f"priority must be True or False, got {priority!r}")
-    if not priority:
-        return _wrap(optimizer, _GradientAllreduce, model, num_steps_per_communication)
     if isinstance(partition_bytes, bool) or not isinstance(partition_bytes, int) or partition_bytes < 1:
         raise ValueError(f"partition_bytes must be a positive integer, got {partition_bytes!r}")
+    if not priority:
+        return _wrap(optimizer, _GradientAllreduce, model, num_steps_per_communication)
     from ._priority_allreduce import _PriorityGradientAllreduce  # (it builds on _GradientAllreduce)
     return _wrap(optimizer, _PriorityGradientAllreduce, model, num_steps_per_communication, partition_bytes)
 
