@@ -278,8 +278,11 @@ def test_pair_averaging_trains_the_consensus_problem():
     peers drifts toward its own b_i (it averages with stale values, or, drawing only
     peers that stepped, with none). With a barrier every 3 steps the error was 0.10-0.21
     of the spread with two busy processes on the cores, and 0.29 in one CI run (bound
-    0.25); with one every step, 0.04-0.10 with the busy processes. The ranks still step
-    concurrently between barriers."""
+    0.25); with one every step, 0.04-0.10 with the busy processes. Each rank's
+    announcement of its step lands before the barrier: one CI run, under load, reached
+    0.36, its ranks finding the peer's announcement still in flight and skipping the
+    averaging (by design: a peer that has not announced counts as not having stepped).
+    The ranks still step concurrently between barriers."""
     model = Quadratic()
     model.A = torch.eye(D, dtype=torch.float64)
     opt = bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model,
@@ -288,6 +291,9 @@ def test_pair_averaging_trains_the_consensus_problem():
         opt.zero_grad()
         model().backward()
         opt.step()
+        if opt._announcement is not None:  # landed before the barrier (see above)
+            bf.win_wait(opt._announcement)
+            opt._announcement = None
         bf.barrier()  # the same step counts everywhere (see above)
     bf.barrier()
     final = everyone(model.flat(), "pa.train.final")
