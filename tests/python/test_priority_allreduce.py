@@ -2,6 +2,8 @@
 priority=True): the release plan, and training that ends with the same parameters as
 without priority, whatever the plan holds back."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -134,7 +136,8 @@ class _Branchy(torch.nn.Module):
 
 def _train_patterns(pattern, priority):
     """Training as programs do it: Adam over two groups, a layer used every other step,
-    layers frozen and unfrozen, two backward passes per step."""
+    layers frozen and unfrozen (before the plan, during its calibration, after it), two
+    backward passes per step."""
     model = _Branchy()
     groups = [{"params": model.body.parameters(), "lr": 0.01}, {"params": model.extra.parameters(), "lr": 0.03}]
     steps_per_communication = 2 if pattern == "accumulate" else 1
@@ -143,8 +146,11 @@ def _train_patterns(pattern, priority):
     opt = bf.DistributedGradientAllreduceOptimizer(torch.optim.Adam(groups), model, steps_per_communication,
                                                    priority=priority, partition_bytes=96)
     for step in range(14):
+        if pattern == "freeze" and step == 2:  # frozen during calibration (its hook exists)
+            model.body[2].weight.requires_grad_(False)
         if pattern == "freeze" and step == 7:
             model.body[0].weight.requires_grad_(True)
+            model.body[2].weight.requires_grad_(True)
         if pattern == "freeze" and step == 10:
             model.body[2].bias.requires_grad_(False)
         model.use_extra = pattern != "branch" or step % 2 == 0
@@ -159,7 +165,11 @@ def _train_patterns(pattern, priority):
 
 @pytest.mark.parametrize("pattern", ["groups", "branch", "freeze", "accumulate"])
 def test_priority_in_training_patterns(pattern):
-    scheduled, fifo = _train_patterns(pattern, True), _train_patterns(pattern, False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scheduled = _train_patterns(pattern, True)
+    assert not [w for w in caught if "Unexpected behavior" in str(w.message)], "a hook miscounted its steps"
+    fifo = _train_patterns(pattern, False)
     for (name, p), q in zip(scheduled.named_parameters(), fifo.parameters()):
         # Averaged gradients keep the replicas identical on every rank, with and without priority.
         root = bf.broadcast(p.detach(), root_rank=0, name=f"{pattern}.{name}")

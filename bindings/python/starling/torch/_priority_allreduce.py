@@ -270,6 +270,7 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
                     p.grad.copy_(self._buffers[p].view_as(p))
                 else:
                     _install(p.grad, mpi_ops.allreduce(_dense(p.grad), average=True, name=self._names[p]))
+                    self._allreduce_delay[p] = self._num_steps
         if self._trainable_changed():
             self._plan, self._buffers = None, {}
 
