@@ -114,12 +114,13 @@ def step_comm(method, buffers):
         st.synchronize(h)
 
 
-def timed(steps, one_step, finish=lambda: None):
+def timed(steps, one_step, finish=None):
     st.barrier()
     start = time.perf_counter()
     for _ in range(steps):
         one_step()
-    finish()  # prio: the last step's updates, which otherwise wait for the next forward pass
+    if finish:  # prio: the last step's updates, which otherwise wait for the next forward pass
+        finish()
     st.barrier()
     return (time.perf_counter() - start) / steps * 1e3
 
@@ -146,11 +147,11 @@ def bench(method, args, x, y):
     }
     finish = {"overlap": opts["overlap"].synchronize} if method == "prio" else {}
     for name, run in ways.items():  # warm-up: connections, buffers, the launch order, prio's plan
-        timed(5, run, finish.get(name, lambda: None))
+        timed(5, run, finish.get(name))
     times = {name: [] for name in ways}
     for _ in range(args.rounds):
         for name, run in ways.items():
-            times[name].append(timed(args.steps, run, finish.get(name, lambda: None)))
+            times[name].append(timed(args.steps, run, finish.get(name)))
     if method == "prio" and st.rank() == 0 and args.show_plan:
         print("prio plan:", opts["overlap"].schedule)
     for a, b in zip(after.parameters(), overlap.parameters()):

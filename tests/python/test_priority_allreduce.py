@@ -51,8 +51,8 @@ def _model():
                                torch.nn.Linear(16, 3))
 
 
-def _data(step):
-    g = torch.Generator().manual_seed(1000 * step + RANK)
+def _data(step, rank=RANK):
+    g = torch.Generator().manual_seed(1000 * step + rank)
     return torch.randn(8, 12, generator=g), torch.randint(0, 3, (8,), generator=g)
 
 
@@ -82,8 +82,7 @@ def _reference(steps):
         opt.zero_grad()
         loss = 0
         for rank in range(SIZE):
-            g = torch.Generator().manual_seed(1000 * step + rank)
-            x, y = torch.randn(8, 12, generator=g), torch.randint(0, 3, (8,), generator=g)
+            x, y = _data(step, rank)
             loss = loss + torch.nn.functional.cross_entropy(model(x.double()), y) / SIZE
         loss.backward()
         opt.step()

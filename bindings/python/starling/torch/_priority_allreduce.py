@@ -37,6 +37,11 @@ from .optimizers import _dense, _GradientAllreduce, _install
 CALIBRATION_STEPS = 3
 
 
+def _same(a: List[torch.nn.Parameter], b: List[torch.nn.Parameter]) -> bool:
+    """The same parameters in the same order (by identity: == on tensors compares values)."""
+    return len(a) == len(b) and all(p is q for p, q in zip(a, b))
+
+
 class _Plan:
     """What every rank submits, and when (see _priority_plan.plan)."""
 
@@ -105,7 +110,7 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
 
     def _sample(self, seconds_per_byte: float, end: float) -> None:
         params = self._launchable()
-        if len(params) != len(self._sampled) or any(p is not q for p, q in zip(params, self._sampled)):
+        if not _same(params, self._sampled):
             self._samples, self._sampled = [], params  # (un)frozen during calibration: start again
         self._samples.append([seconds_per_byte, end] + [self._ready_times.get(p, end) for p in params])
         self._ready_times.clear()
@@ -114,7 +119,10 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
             return
         mine = torch.tensor(self._samples, dtype=torch.float64).median(dim=0).values
         self._samples = []
-        numbers = mpi_ops.broadcast(mine, root_rank=0, name="priority plan timings").tolist()
+        self._make_plan(params, mpi_ops.broadcast(mine, root_rank=0, name="priority plan timings").tolist())
+
+    def _make_plan(self, params: List[torch.nn.Parameter], numbers: List[float]) -> None:
+        """The plan from rank 0's medians: [s/byte, end, ready time of each of params]."""
         seconds_per_byte, end, times = numbers[0], numbers[1], numbers[2:]
         if self._assumed_seconds_per_byte is not None:
             seconds_per_byte = self._assumed_seconds_per_byte
@@ -275,8 +283,7 @@ class _PriorityGradientAllreduce(_GradientAllreduce):
             self._plan, self._buffers = None, {}
 
     def _trainable_changed(self) -> bool:
-        now = self._launchable()
-        return len(now) != len(self._plan.params) or any(p is not q for p, q in zip(now, self._plan.params))
+        return not _same(self._launchable(), self._plan.params)
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         self._after_repair()
