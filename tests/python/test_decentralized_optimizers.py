@@ -272,37 +272,35 @@ def test_pair_averaging_reaches_consensus_at_different_speeds():
 
 
 def test_pair_averaging_trains_the_consensus_problem():
-    """sum_i 0.5 * ||x - b_i||^2, minimized at the mean of the b_i. The ranks take the
-    same number of steps between barriers: with a constant lr an asynchronous method
-    weights each f_i by how often its rank steps, and a rank that runs ahead of its
-    peers drifts toward its own b_i (it averages with stale values, or, drawing only
-    peers that stepped, with none). With a barrier every 3 steps the error was 0.10-0.21
-    of the spread with two busy processes on the cores, and 0.29 in one CI run (bound
-    0.25); with one every step, 0.04-0.10 with the busy processes. Each rank's
-    announcement of its step lands before the barrier: one CI run, under load, reached
-    0.36, its ranks finding the peer's announcement still in flight and skipping the
-    averaging (by design: a peer that has not announced counts as not having stepped).
-    The ranks still step concurrently between barriers."""
+    """sum_i 0.5 * ||x - b_i||^2, minimized at the mean of the b_i, with the loss averaged
+    at every step as programs log it: the ranks stay in step, so each finds its peers at
+    most one step behind and averages at every step. (Before that rule a rank skipped
+    up to half its averagings, the ones after a peer's announcement came just before its
+    collect, and the error reached 0.35-0.6 of the spread.) Within a step the ranks
+    average in whatever order they come: pair averaging does not preserve the mean, and
+    a rank that always averages last weighs more (a NumPy simulation of a fixed order:
+    0.34 of the spread at 2 and 3 ranks, 0.37 at 4; measured 0.01-0.24). Without
+    averaging each rank would sit at its own b_i: the whole spread."""
     model = Quadratic()
     model.A = torch.eye(D, dtype=torch.float64)
     opt = bf.DistributedPairAveragingOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), model,
                                                window_prefix="pa.train", seed=2)
-    for _ in range(200):
+    skipped = []
+    for step in range(200):
         opt.zero_grad()
-        model().backward()
+        loss = model()
+        loss.backward()
         opt.step()
-        if opt._announcement is not None:  # landed before the barrier (see above)
-            bf.win_wait(opt._announcement)
-            opt._announcement = None
-        bf.barrier()  # the same step counts everywhere (see above)
-    bf.barrier()
+        bf.allreduce(loss.detach(), name="pa.train.loss")  # orders this rank's announcement before it
+        if opt.last_peer is None:
+            skipped.append(step)
     final = everyone(model.flat(), "pa.train.final")
     opt.free()
     target = np.mean([b for _, b in PROBLEMS], axis=0)
     error = np.abs(final - target).max()
     spread = np.abs(np.stack([b for _, b in PROBLEMS]) - target).max()
-    # Constant lr: each rank sits O(lr) from the minimizer; without averaging, at its own b_i.
-    assert SIZE == 1 or error < 0.25 * spread, (error, spread)
+    assert SIZE == 1 or skipped == [], skipped
+    assert SIZE == 1 or error < 0.5 * spread, (error, spread)
 
 
 def test_pair_averaging_windows_and_prefix():
