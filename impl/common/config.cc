@@ -55,6 +55,8 @@ const std::vector<ConfigVar> kTable = {
      "bytes: the largest neighbor payload (one exchange's data for one peer) that goes through shared memory between ranks of one host; larger ones travel through MPI. Each rank's two buffers are reserved in /dev/shm as payloads first reach a size (at most twice the largest payload per buffer, kept until the context is destroyed); 0: neighbor data always through MPI, and no board for the classic collectives"},
     {"STARLING_SHM_MIN_BYTES", nullptr, "0",
      "bytes: neighbor payloads smaller than this travel inside their MPI message even between ranks that share memory"},
+    {"STARLING_SHM_COPY", nullptr, "auto",
+     "how a rank copies neighbor data into its shared-memory buffer: auto (times a plain copy and one with non-temporal stores, per size class from 16 KiB, and streams where the plain copy costs over 6x: where the reader's core must first give the cache lines back slowly), plain (memcpy) or stream (non-temporal stores)"},
     {"STARLING_DEVICE_PLUGIN", nullptr, "",
      "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
@@ -141,6 +143,11 @@ Config ParseConfig(const EnvLookup& lookup) {
       STARLING_CHECK_ARG(config.shm_buffer_bytes <= (size_t{1} << 40), used, "='", value, "' exceeds 1 TiB");
     } else if (name == "STARLING_SHM_MIN_BYTES") {
       config.shm_min_bytes = ParseBytes(used, value, 0);
+    } else if (name == "STARLING_SHM_COPY") {
+      const std::string v = value;
+      STARLING_CHECK_ARG(v == "auto" || v == "plain" || v == "stream", used, "='", value,
+                         "' is not one of auto, plain, stream");
+      config.shm_copy = v;
     }
     else if (name == "STARLING_GPU_PATH") {
       const std::string v = value;

@@ -33,6 +33,7 @@ struct Config {
   bool shm = true;                      // probe shared memory between same-host ranks at creation
   size_t shm_min_bytes = 0;             // neighbor data below this travels in MPI messages
   size_t shm_buffer_bytes = 256u << 20; // largest neighbor payload through shared memory; 0: none
+  std::string shm_copy = "auto";        // auto, plain or stream: how neighbor data is copied into the outbox
 };
 
 struct ConfigVar {

@@ -68,8 +68,15 @@ bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* lin
   SharedWait wait(context, what, sequence, std::move(ranks), "not releasing this rank's shared-memory buffer");
   char* buffer = links->own().Begin(total, readers, kGiveUpSeconds, wait.policy, wait.check);
   if (buffer == nullptr) return false;
-  for (size_t i = 0; i < outgoing.size(); ++i)
-    if (outgoing[i].info.bytes > 0) std::memcpy(buffer + offsets[i], outgoing[i].data, outgoing[i].info.bytes);
+  std::vector<char*> dst;
+  std::vector<const void*> src;
+  std::vector<size_t> bytes;
+  for (size_t i = 0; i < outgoing.size(); ++i) {
+    dst.push_back(buffer + offsets[i]);
+    src.push_back(outgoing[i].data);
+    bytes.push_back(outgoing[i].info.bytes);
+  }
+  links->publish_copy().Copy(dst.data(), src.data(), bytes.data(), outgoing.size());
   published->number = links->own().Publish();
   published->offsets = std::move(offsets);
   return true;

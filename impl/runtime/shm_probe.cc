@@ -50,6 +50,9 @@ void Context::ProbeSharedMemory() {
   links.probe = &shm_;
   links.enabled = config_.shm;
   links.capacity = config_.shm_buffer_bytes;
+  links.copy = config_.shm_copy == "plain"    ? transport::shm::CopyMode::kPlain
+               : config_.shm_copy == "stream" ? transport::shm::CopyMode::kStream
+                                              : transport::shm::CopyMode::kAuto;
   links.allgather = in.allgather;
   std::string why;
   shm_links_ = transport::shm::NeighborLinks::Connect(links, &why);

@@ -109,6 +109,7 @@ TEST(Config, RejectsBadValuesNamingTheVariable) {
             std::string::npos);
   EXPECT_NE(ParseError({{"STARLING_SHM_BUFFER_BYTES", "2e12"}}).find("exceeds 1 TiB"), std::string::npos);
   EXPECT_NE(ParseError({{"STARLING_SHM_MIN_BYTES", "-1"}}).find("STARLING_SHM_MIN_BYTES"), std::string::npos);
+  EXPECT_NE(ParseError({{"STARLING_SHM_COPY", "fast"}}).find("not one of auto, plain, stream"), std::string::npos);
 }
 
 TEST(Config, DescribeListsEveryVariableWithValueInEffect) {

@@ -37,6 +37,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
     if (r != in.rank && r < static_cast<int>(in.probe->pairs.size()) && in.probe->pairs[r].on) on.push_back(r);
   auto links = std::make_shared<NeighborLinks>();
   links->peers_.resize(static_cast<size_t>(n));
+  links->copy_ = PublishCopy(in.copy);
 
   // 1. This rank's outbox, if it has a peer to share it with; and its board when every
   // rank is on this host (a pair is linked only if both have both).

@@ -16,6 +16,7 @@
 #include "impl/transport/shm/board.h"
 #include "impl/transport/shm/outbox.h"
 #include "impl/transport/shm/probe.h"
+#include "impl/transport/shm/publish_copy.h"
 
 namespace starling::transport::shm {
 
@@ -27,6 +28,7 @@ struct LinksInput {
   const ProbeResult* probe = nullptr;
   bool enabled = true;              // this rank's STARLING_SHM
   size_t capacity = 0;              // bytes per outbox buffer; 0: no links (still collective)
+  CopyMode copy = CopyMode::kAuto;  // how this rank copies its publications (publish_copy.h)
   std::function<void(const void* mine, size_t bytes, void* all)> allgather;
   SegmentOptions segment;
 };
@@ -40,6 +42,8 @@ class NeighborLinks {
 
   bool linked(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer].linked; }
   Outbox& own() { return own_; }
+  // How this rank copies into its outbox (writer only, like own()).
+  PublishCopy& publish_copy() { return copy_; }
   // The context's board, or null: some rank is elsewhere, or some pair is not linked
   // (the same answer on every rank).
   Board* board() const { return board_.get(); }
@@ -64,6 +68,7 @@ class NeighborLinks {
     uint32_t nonce = 0;        // of the peer's outbox's name
   };
   Outbox own_;
+  PublishCopy copy_;
   std::unique_ptr<Board> board_;
   uint64_t job_ = 0;
   int rank_ = 0;

@@ -1,0 +1,51 @@
+// How a writer copies a publication into its outbox. A plain copy first takes each
+// cache line back from the reader's core, which read it two publications ago (a read
+// for ownership). Where the host runs the two cores decides what that costs: on the
+// project's VM 7.5 or 28 us per 64 KiB, 24 or 415 us per MiB, a mode that holds for
+// minutes (docs/performance.md, "the slow mode"). Non-temporal stores skip that read
+// (2 and 38 us) but leave the data in memory for the reader, which is slower when the
+// plain copy is cheap (a 1 MiB exchange 2x slower). So the writer times both:
+// non-temporal stores when the plain copy costs over 6x theirs, per size class, both
+// measured again every 256 publications of the class and the way in use at each.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace starling::transport::shm {
+
+// Copies `bytes` from `src` to `dst` (not overlapping) with non-temporal stores for the
+// bulk where the CPU has them (x86: SSE2; elsewhere memcpy), then orders them before
+// any later store (the release that publishes them).
+void StreamCopy(void* dst, const void* src, size_t bytes);
+
+enum class CopyMode { kAuto, kPlain, kStream };
+
+class PublishCopy {
+ public:
+  // Plain over streamed seconds per byte on the VM: 0.6-3.7 in the fast mode, 11-13 in
+  // the slow one.
+  static constexpr double kStreamWhenSlower = 6.0;
+  static constexpr uint32_t kRemeasureEvery = 256;  // publications per size class
+  static constexpr size_t kMinBytes = 16 << 10;     // below: always plain (too short to time)
+
+  explicit PublishCopy(CopyMode mode = CopyMode::kAuto) : mode_(mode) {}
+  // Copies one publication's `count` pieces (dst[i] <- src[i], bytes[i]).
+  void Copy(char* const* dst, const void* const* src, const size_t* bytes, size_t count);
+  // What the next publication of `total` bytes would use (for tests and logs).
+  bool WouldStream(size_t total) const;
+
+ private:
+  struct Class {
+    double plain = 0;   // seconds per byte, last measured; 0: not yet
+    double stream = 0;
+    uint32_t count = 0;
+  };
+  bool Choose(Class& c) const;
+  static size_t ClassOf(size_t total);
+  CopyMode mode_;
+  std::array<Class, 48> classes_{};  // by log2 of the size
+};
+
+}  // namespace starling::transport::shm
