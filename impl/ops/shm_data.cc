@@ -1,6 +1,7 @@
 #include "impl/ops/shm_data.h"
 
 #include <cstring>
+#include <tuple>
 
 #include "impl/runtime/engine.h"
 
@@ -68,15 +69,9 @@ bool PublishShared(runtime::Context& context, transport::shm::NeighborLinks* lin
   SharedWait wait(context, what, sequence, std::move(ranks), "not releasing this rank's shared-memory buffer");
   char* buffer = links->own().Begin(total, readers, kGiveUpSeconds, wait.policy, wait.check);
   if (buffer == nullptr) return false;
-  std::vector<char*> dst;
-  std::vector<const void*> src;
-  std::vector<size_t> bytes;
-  for (size_t i = 0; i < outgoing.size(); ++i) {
-    dst.push_back(buffer + offsets[i]);
-    src.push_back(outgoing[i].data);
-    bytes.push_back(outgoing[i].info.bytes);
-  }
-  links->publish_copy().Copy(dst.data(), src.data(), bytes.data(), outgoing.size());
+  links->publish_copy().Copy(total, outgoing.size(), [&](size_t i) {
+    return std::make_tuple(buffer + offsets[i], outgoing[i].data, static_cast<size_t>(outgoing[i].info.bytes));
+  });
   published->number = links->own().Publish();
   published->offsets = std::move(offsets);
   return true;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "impl/transport/shm/publish_copy.h"
@@ -40,9 +41,10 @@ TEST(PublishCopy, CopiesEveryPieceInEachMode) {
     char* dst[] = {out.data(), out.data() + 70000 + 64};
     const void* src[] = {a.data(), b.data()};
     const size_t bytes[] = {a.size(), b.size()};
+    auto piece = [&](size_t i) { return std::make_tuple(dst[i], src[i], bytes[i]); };
     for (int round = 0; round < 5; ++round) {  // the first rounds time both ways (auto)
       std::memset(out.data(), 0, out.size());
-      copy.Copy(dst, src, bytes, 2);
+      copy.Copy(a.size() + b.size(), 2, piece);
       ASSERT_EQ(0, std::memcmp(out.data(), a.data(), a.size()));
       ASSERT_EQ(0, std::memcmp(out.data() + 70000 + 64, b.data(), b.size()));
     }
@@ -65,16 +67,14 @@ TEST(PublishCopy, AutomaticTimesBothWaysEveryRound) {
   const size_t size = 1 << 20;
   const std::vector<char> src = Pattern(size, 4);
   std::vector<char> out(size);
-  char* dst[] = {out.data()};
-  const void* from[] = {src.data()};
-  const size_t bytes[] = {size};
+  auto piece = [&](size_t) { return std::make_tuple(out.data(), static_cast<const void*>(src.data()), size); };
   EXPECT_FALSE(copy.WouldStream(size));
-  copy.Copy(dst, from, bytes, 1);
+  copy.Copy(size, 1, piece);
   EXPECT_TRUE(copy.WouldStream(size));
-  copy.Copy(dst, from, bytes, 1);
-  for (uint32_t i = 2; i < PublishCopy::kRemeasureEvery; ++i) copy.Copy(dst, from, bytes, 1);
+  copy.Copy(size, 1, piece);
+  for (uint32_t i = 2; i < PublishCopy::kRemeasureEvery; ++i) copy.Copy(size, 1, piece);
   EXPECT_FALSE(copy.WouldStream(size));  // the plain copy is measured again
-  copy.Copy(dst, from, bytes, 1);
+  copy.Copy(size, 1, piece);
   EXPECT_TRUE(copy.WouldStream(size));  // then the streamed one
   // Another size class keeps its own count: its first publication is timed plain.
   EXPECT_FALSE(copy.WouldStream(size * 4));

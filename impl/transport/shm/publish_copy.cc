@@ -1,7 +1,6 @@
 #include "impl/transport/shm/publish_copy.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,30 +61,15 @@ bool PublishCopy::WouldStream(size_t total) const {
   return Choose(c);
 }
 
-void PublishCopy::Copy(char* const* dst, const void* const* src, const size_t* bytes, size_t count) {
-  size_t total = 0;
-  for (size_t i = 0; i < count; ++i) total += bytes[i];
-  const bool automatic = mode_ == CopyMode::kAuto && total >= kMinBytes;
-  Class* c = automatic ? &classes_[ClassOf(total)] : nullptr;
-  const bool stream = automatic ? Choose(*c) : mode_ == CopyMode::kStream;
-  const auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < count; ++i) {
-    if (bytes[i] == 0) continue;
-    if (stream)
-      StreamCopy(dst[i], src[i], bytes[i]);
-    else
-      std::memcpy(dst[i], src[i], bytes[i]);
-  }
-  if (c == nullptr) return;
-  const double per_byte = std::max(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(total),
-      1e-15);
+void PublishCopy::Record(size_t total, bool stream, double seconds) {
+  Class& c = classes_[ClassOf(total)];
+  const double per_byte = std::max(seconds / static_cast<double>(total), 1e-15);
   // A measurement round sets the time; the way in use follows it smoothly, so that one
   // copy slowed by a preemption does not switch ways (a mode change does, in a few).
-  double& time = stream ? c->stream : c->plain;
-  const bool measuring = c->count % kRemeasureEvery <= 1 || time == 0;
+  double& time = stream ? c.stream : c.plain;
+  const bool measuring = c.count % kRemeasureEvery <= 1 || time == 0;
   time = measuring ? per_byte : 0.75 * time + 0.25 * per_byte;
-  ++c->count;
+  ++c.count;
 }
 
 }  // namespace starling::transport::shm

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace starling::transport::shm {
 
@@ -31,12 +33,28 @@ class PublishCopy {
   static constexpr size_t kMinBytes = 16 << 10;     // below: always plain (too short to time)
 
   explicit PublishCopy(CopyMode mode = CopyMode::kAuto) : mode_(mode) {}
-  // Copies one publication's `count` pieces (dst[i] <- src[i], bytes[i]).
-  void Copy(char* const* dst, const void* const* src, const size_t* bytes, size_t count);
-  // What the next publication of `total` bytes would use (for tests and logs).
+  // Copies one publication of `total` bytes in `count` pieces: piece(i) returns
+  // {destination, source, bytes}.
+  template <typename Piece>
+  void Copy(size_t total, size_t count, Piece piece) {
+    const bool stream = WouldStream(total);
+    const bool timed = mode_ == CopyMode::kAuto && total >= kMinBytes;
+    const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    for (size_t i = 0; i < count; ++i) {
+      const auto [dst, src, bytes] = piece(i);
+      if (bytes == 0) continue;
+      if (stream)
+        StreamCopy(dst, src, bytes);
+      else
+        std::memcpy(dst, src, bytes);
+    }
+    if (timed) Record(total, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  // What the next publication of `total` bytes uses.
   bool WouldStream(size_t total) const;
 
  private:
+  void Record(size_t total, bool stream, double seconds);
   struct Class {
     double plain = 0;   // seconds per byte, last measured; 0: not yet
     double stream = 0;
