@@ -276,7 +276,7 @@ def test_pair_averaging_trains_the_consensus_problem():
     at every step as programs log it: the ranks stay in step, so each finds its peers at
     most one step behind and averages at every step. (Before that rule a rank skipped
     up to half its averagings, the ones after a peer's announcement came just before its
-    collect, and the error reached 0.35-0.6 of the spread.) Within a step the ranks
+    collect, and the error reached 0.29-0.48 of the spread.) Within a step the ranks
     average in whatever order they come: pair averaging does not preserve the mean, and
     a rank that always averages last weighs more (a NumPy simulation of a fixed order:
     0.34 of the spread at 2 and 3 ranks, 0.37 at 4; measured 0.01-0.24). Without

@@ -478,7 +478,7 @@ class AsynchronousPairAveraging(_Decentralized):
         barrier) skipped up to half their averagings: a peer that announced step n just
         before this rank's collect at n had not announced n + 1 by its collect at n + 1,
         and the rank that averaged less often pulled the consensus toward its own optimum
-        (0.35-0.6 of the spread at 2 ranks, where 0.01-0.24 without skips)."""
+        (0.29-0.48 of the spread at 2 ranks, where 0.01-0.24 without skips)."""
         if self._steps_window is None:
             return self._peers
         return [r for r in self._peers if r in self._fresh or self._seen.get(r, 0) >= self._steps - 1]
