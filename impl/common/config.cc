@@ -57,6 +57,8 @@ const std::vector<ConfigVar> kTable = {
      "bytes: neighbor payloads smaller than this travel inside their MPI message even between ranks that share memory"},
     {"STARLING_SHM_COPY", nullptr, "auto",
      "how a rank copies neighbor data into its shared-memory buffer: auto (times a plain copy and one with non-temporal stores, per size class from 16 KiB, and streams where the plain copy costs over 6x: where the reader's core must first give the cache lines back slowly), plain (memcpy) or stream (non-temporal stores)"},
+    {"STARLING_SHM_PULL_BYTES", nullptr, "131072",
+     "bytes: neighbor payloads from 48 KiB up to this size are read by each same-host receiver straight from the sender's tensor (one kernel copy: cross-memory attach, where the system allows it), and the sender copies nothing; other sizes, and every size where ranks outnumber the host's cores, go through the sender's shared-memory buffer; 0: never"},
     {"STARLING_DEVICE_PLUGIN", nullptr, "",
      "path of the device plugin to load on the first CUDA tensor; empty: libstarling_cuda.so beside libstarling.so (tests point this at the emulated device)"},
 };
@@ -148,6 +150,8 @@ Config ParseConfig(const EnvLookup& lookup) {
       STARLING_CHECK_ARG(v == "auto" || v == "plain" || v == "stream", used, "='", value,
                          "' is not one of auto, plain, stream");
       config.shm_copy = v;
+    } else if (name == "STARLING_SHM_PULL_BYTES") {
+      config.shm_pull_bytes = ParseBytes(used, value, 0);
     }
     else if (name == "STARLING_GPU_PATH") {
       const std::string v = value;

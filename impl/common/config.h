@@ -34,6 +34,7 @@ struct Config {
   size_t shm_min_bytes = 0;             // neighbor data below this travels in MPI messages
   size_t shm_buffer_bytes = 256u << 20; // largest neighbor payload through shared memory; 0: none
   std::string shm_copy = "auto";        // auto, plain or stream: how neighbor data is copied into the outbox
+  size_t shm_pull_bytes = 128u << 10;   // neighbor data up to this size is read from the sender's memory; 0: never
 };
 
 struct ConfigVar {

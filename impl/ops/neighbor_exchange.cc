@@ -47,7 +47,7 @@ void Send(Exchange& ex, int sender, int peer, double weight, const std::vector<O
     SegmentInfo info = outgoing[i].info;
     info.weight = weight;
     if (shared != nullptr) {
-      info.in_shm = 1;
+      info.in_shm = shared->offered ? 2 : 1;
       info.shm_publication = shared->number;
       info.shm_offset = shared->offsets[i];
     }
@@ -97,20 +97,32 @@ void ReceiveFrame(runtime::Context& context, const std::shared_ptr<NeighborLinks
   const char* cursor = table.packed ? ex.payload(frame) + table.table_bytes : storage->data();
   std::shared_ptr<Lease> lease;  // one per frame: its segments share one publication
   std::vector<Segment> arrived;
+  std::vector<SegmentInfo> offered;  // read from the source's memory, into their storage
+  std::vector<char*> offered_dst;
+  transport::Traffic* traffic = context.transport().traffic();
   for (const SegmentInfo& info : table.entries) {
     Segment segment;
     segment.info = info;
     if (info.in_shm) {
-      const bool same_publication = !lease || info.shm_publication == table.entries[0].shm_publication;
+      const bool same_publication = info.shm_publication == table.entries[0].shm_publication &&
+                                    info.in_shm == table.entries[0].in_shm;
       STARLING_CHECK(links && links->linked(source) && same_publication, Code::kTransport, what(), ": rank ", source,
                      " announced data in shared memory that this rank cannot read (",
                      links && links->linked(source) ? "two publications in one frame" : "the two ranks share no memory",
                      ")");
+      if (traffic) traffic->ReceivedShared(source, info.bytes);
+      if (info.in_shm == 2) {
+        segment.storage = std::make_shared<runtime::ScratchPool::Buffer>(context.scratch().Get(info.bytes));
+        segment.data = segment.storage->data();
+        offered.push_back(info);
+        offered_dst.push_back(segment.storage->data());
+        arrived.push_back(std::move(segment));
+        continue;
+      }
       if (!lease) lease = std::make_shared<Lease>(links, source, info.shm_publication);
       segment.lease = lease;
       segment.data = ReadShared(context, *links, source, info.shm_publication, info.shm_offset, info.bytes, what,
                                 context.sequence());
-      if (transport::Traffic* traffic = context.transport().traffic()) traffic->ReceivedShared(source, info.bytes);
     } else {
       segment.storage = storage;
       segment.data = cursor;
@@ -118,6 +130,8 @@ void ReceiveFrame(runtime::Context& context, const std::shared_ptr<NeighborLinks
     }
     arrived.push_back(std::move(segment));
   }
+  if (!offered.empty())
+    PullShared(context, *links, source, offered[0].shm_publication, offered, offered_dst, what, context.sequence());
   for (Segment& segment : arrived) stash.push_back(std::move(segment));
 }
 
@@ -164,7 +178,11 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
   Mailbox& mailbox = context.Extension<Mailbox>();
   const std::shared_ptr<NeighborLinks> links = context.shm_links();  // kept for the leases
   Published published;
-  const bool shared = PublishShared(context, links.get(), destinations, outgoing, what, context.sequence(), &published);
+  // Readers pull mid-size data from this rank's memory (the offer), else read it in its
+  // outbox; the outgoing data stays unchanged until offer.Finish below.
+  Offer offer(context, links, destinations, outgoing, &published);
+  const bool shared = offer.valid() ||
+                      PublishShared(context, links.get(), destinations, outgoing, what, context.sequence(), &published);
   Exchange sends(context, transport::Channel::kCollective, what);
   std::vector<std::vector<char>> keep;
   keep.reserve(destinations.size());
@@ -230,6 +248,7 @@ std::vector<std::vector<Segment>> NeighborExchange(runtime::Context& context, co
       }
     }
   }
+  offer.Finish(context, what, context.sequence());
   sends.Wait();
   return result;
 }

@@ -110,8 +110,8 @@ std::string ParseNeighborTable(const Header& h, const char* payload, NeighborTab
   if (table_bytes > 0) std::memcpy(entries.data(), payload, table_bytes);
   uint64_t data_bytes = 0;
   for (const SegmentInfo& e : entries) {
-    if (e.in_shm > 1) return Str("sent a malformed neighbor frame (shared-memory flag ", int{e.in_shm}, ")");
-    if (e.in_shm) continue;  // its data is in the sender's outbox
+    if (e.in_shm > 2) return Str("sent a malformed neighbor frame (shared-memory flag ", int{e.in_shm}, ")");
+    if (e.in_shm) continue;  // its data is in the sender's outbox or memory
     if (!AddFits(data_bytes, e.bytes, &data_bytes))
       return "sent a malformed neighbor frame (its segment sizes overflow)";
   }

@@ -152,6 +152,8 @@ struct SegmentInfo {
   uint8_t reserved[2] = {};  // op-specific (CHOCO: its codec)
   // 1: the data is not in the frame but in the sender's shared-memory outbox
   // (transport/shm/outbox.h), in publication `shm_publication` at `shm_offset`.
+  // 2: the receiver reads it from the sender's memory, offer `shm_publication`
+  // (transport/shm/offers.h), at address `shm_offset` there.
   uint8_t in_shm = 0;
   uint8_t padding[3] = {};
   uint32_t shm_publication = 0;

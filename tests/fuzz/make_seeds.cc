@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "capi_recipe.h"
 #include "impl/transport/shm/board.h"
 #include "impl/transport/shm/mailbox.h"
+#include "impl/transport/shm/offers.h"
 #include "impl/windows/slots.h"
 #include "impl/windows/protocol.h"
 #include "wire_recipe.h"
@@ -321,6 +323,31 @@ void WindowSlotsSeeds() {
   rmdir(dir);
 }
 
+// ---- offers: action, offer number, piece size and address (0: a buffer of the
+// harness), then a ring whose slot holds the offer in each phase (the word's layout is
+// offers.cc's: number << 3 | phase, phases 1 offered .. 6 withdrawn).
+void OffersSeeds() {
+  using starling::transport::shm::OfferRing;
+  using starling::transport::shm::kOfferSlots;
+  const uint32_t number = 13;
+  for (uint32_t phase = 0; phase <= 6; ++phase) {
+    for (char action = 0; action < 3; ++action) {
+      std::vector<char> seed = {action};
+      Append(&seed, number);
+      Append(&seed, uint16_t{200});
+      Append(&seed, uint64_t{0});
+      void* memory = std::aligned_alloc(alignof(OfferRing), sizeof(OfferRing));
+      auto* r = new (memory) OfferRing{};
+      r->slots[number % kOfferSlots].value.store((number << 3) | phase);
+      r->readable.store(1);
+      const char* bytes = static_cast<const char*>(memory);
+      seed.insert(seed.end(), bytes, bytes + sizeof(OfferRing));
+      std::free(memory);
+      Write("offers", "phase" + std::to_string(phase) + "_action" + std::to_string(int{action}), seed);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -336,5 +363,6 @@ int main(int argc, char** argv) {
   BoardSeeds();
   WindowSeeds();
   WindowSlotsSeeds();
+  OffersSeeds();
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "impl/common/error.h"
+#include "impl/common/logging.h"
 #include "impl/transport/shm/probe.h"
 
 namespace starling::transport::shm {
@@ -49,6 +50,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
       links->own_ = Outbox::Create(SegmentName(in.job, "nbr", in.rank, mine.nonce),
                                    static_cast<uint32_t>(group.size() - 1), static_cast<uint32_t>(on.size()),
                                    in.capacity, in.segment);
+      links->offers_ = OfferSender(&links->own_.ring(0), links->own_.readers());
       if (one_host) {
         Segment& board = boards[static_cast<size_t>(in.rank)];
         board = Segment::Create(SegmentName(in.job, "brd", in.rank, mine.nonce), Board::SegmentBytes(),
@@ -76,6 +78,9 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
         Board::Validate(board.payload(), board.payload_bytes(), board.name());
         boards[static_cast<size_t>(p)] = std::move(board);
       }
+      // May this rank pull the peer's offers? The peer learns it from its ring.
+      const std::string pull = box.ProbeOwner(ReaderIndex(group, p, in.rank));
+      if (!pull.empty()) STARLING_LOG_DEBUG("shared memory: rank ", p, "'s offers go through its outbox: ", pull);
       links->peers_[p].box = std::move(box);
       mapped[IndexIn(group, p)] = 1;
     } catch (const std::exception& e) {

@@ -44,6 +44,8 @@ class NeighborLinks {
   Outbox& own() { return own_; }
   // How this rank copies into its outbox (writer only, like own()).
   PublishCopy& publish_copy() { return copy_; }
+  // This rank's offers to its readers (offers.h; writer only, like own()).
+  OfferSender& offers() { return offers_; }
   // The context's board, or null: some rank is elsewhere, or some pair is not linked
   // (the same answer on every rank).
   Board* board() const { return board_.get(); }
@@ -69,6 +71,7 @@ class NeighborLinks {
   };
   Outbox own_;
   PublishCopy copy_;
+  OfferSender offers_;
   std::unique_ptr<Board> board_;
   uint64_t job_ = 0;
   int rank_ = 0;

@@ -4,15 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <new>
 
 #include "impl/common/error.h"
+#include "impl/transport/shm/cross_memory.h"
 
 namespace starling::transport::shm {
 namespace {
 
 constexpr uint64_t kOutboxMagic = 0x31584F42544F5453ull;  // "STOTBOX1"
-constexpr uint32_t kOutboxLayoutVersion = 1;
+constexpr uint32_t kOutboxLayoutVersion = 2;
 constexpr size_t kOutboxLine = 128;
 constexpr size_t kOutboxMaxCapacity = size_t{1} << 40;
 constexpr size_t kMinReserve = size_t{64} << 10;  // reservations grow in powers of two from here
@@ -24,6 +26,10 @@ struct OutboxHeader {
   uint64_t capacity;
   uint64_t data_offset;
   uint64_t stride;
+  // Where the owner's copy of probe_token is in its own address space: a reader that
+  // reads the token there through cross-memory attach may pull offers (offers.h).
+  uint64_t probe_address;
+  uint64_t probe_token;
 };
 
 size_t Page() {
@@ -33,13 +39,16 @@ size_t Page() {
 size_t RoundUp(size_t bytes, size_t unit) { return (bytes + unit - 1) / unit * unit; }
 
 // Offsets in the segment's payload: header line, `published` line, one `consumed`
-// line per reader, then the two buffers, page-aligned in the file.
+// line per reader, one offer ring per reader, then the two buffers, page-aligned in
+// the file.
 constexpr size_t kPublishedOffset = kOutboxLine;
 constexpr size_t kConsumedOffset = 2 * kOutboxLine;
+size_t RingsOffset(uint32_t readers) { return kConsumedOffset + size_t{readers} * sizeof(SharedCounter); }
 size_t DataOffset(uint32_t readers) {
-  return RoundUp(kSegmentHeaderBytes + kConsumedOffset + size_t{readers} * sizeof(SharedCounter), Page()) -
+  return RoundUp(kSegmentHeaderBytes + RingsOffset(readers) + size_t{readers} * sizeof(OfferRing), Page()) -
          kSegmentHeaderBytes;
 }
+static_assert(sizeof(SharedCounter) % alignof(OfferRing) == 0, "rings stay aligned after the counters");
 
 }  // namespace
 
@@ -62,12 +71,16 @@ Outbox Outbox::Create(const std::string& name, uint32_t readers, uint32_t expect
   header->capacity = capacity;
   header->data_offset = data_offset;
   header->stride = stride;
+  header->probe_token = (uint64_t{NewNonce()} << 32) | NewNonce();
+  header->probe_address = reinterpret_cast<uintptr_t>(&header->probe_token);
   new (base + kPublishedOffset) SharedCounter{};
   for (uint32_t r = 0; r < readers; ++r) new (base + kConsumedOffset + r * sizeof(SharedCounter)) SharedCounter{};
+  for (uint32_t r = 0; r < readers; ++r) new (base + RingsOffset(readers) + r * sizeof(OfferRing)) OfferRing{};
   // Peers map it only after the owner tells them its name (a collective exchange), which
   // orders these plain writes before their reads.
   box.published_ = reinterpret_cast<SharedCounter*>(base + kPublishedOffset);
   box.consumed_ = reinterpret_cast<SharedCounter*>(base + kConsumedOffset);
+  box.rings_ = reinterpret_cast<OfferRing*>(base + RingsOffset(readers));
   box.buffers_ = base + data_offset;
   box.data_offset_ = data_offset;
   box.stride_ = stride;
@@ -94,6 +107,7 @@ Outbox Outbox::Open(const std::string& name, const SegmentOptions& options) {
                  " readers, capacity ", h.capacity, ", ", payload, " bytes)");
   box.published_ = reinterpret_cast<SharedCounter*>(base + kPublishedOffset);
   box.consumed_ = reinterpret_cast<SharedCounter*>(base + kConsumedOffset);
+  box.rings_ = reinterpret_cast<OfferRing*>(base + RingsOffset(h.readers));
   box.buffers_ = base + h.data_offset;
   box.data_offset_ = h.data_offset;
   box.stride_ = h.stride;
@@ -171,6 +185,24 @@ void Outbox::Release(uint32_t reader, uint32_t number) const {
       return;
     }
   }
+}
+
+OfferRing& Outbox::ring(uint32_t reader) const {
+  STARLING_CHECK_ARG(reader < readers_, "reader ", reader, " of an outbox with ", readers_, " readers");
+  return rings_[reader];
+}
+
+std::string Outbox::ProbeOwner(uint32_t reader) const {
+  const auto* header = static_cast<const OutboxHeader*>(segment_.payload());
+  const uint64_t token = header->probe_token;
+  uint64_t seen = ~token;
+  // The token proves the process read is the owner: in another PID namespace the same
+  // number may be another process.
+  const int error = ReadProcessMemory(segment_.header().creator_pid, header->probe_address, &seen, sizeof seen);
+  if (error != 0) return std::string("process_vm_readv: ") + std::strerror(error);
+  if (seen != token) return "the outbox's owner is not the process of that number here (another PID namespace)";
+  ring(reader).readable.store(1, std::memory_order_release);
+  return "";
 }
 
 }  // namespace starling::transport::shm

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "impl/transport/shm/futex.h"
+#include "impl/transport/shm/offers.h"
 #include "impl/transport/shm/segment.h"
 
 namespace starling::transport::shm {
@@ -79,10 +80,18 @@ class Outbox {
   // Releases `number` and every earlier publication.
   void Release(uint32_t reader, uint32_t number) const;
 
+  // --- offers (offers.h): reader `reader`'s ring of offer slots, and the owner's pid ---
+  OfferRing& ring(uint32_t reader) const;
+  int32_t owner_pid() const { return segment_.header().creator_pid; }
+  // A reader checks that it may read the owner's memory (a read of a token through
+  // cross-memory attach) and, if so, tells the owner in its ring. Empty, or why not.
+  std::string ProbeOwner(uint32_t reader) const;
+
  private:
   Segment segment_;
   SharedCounter* published_ = nullptr;
   SharedCounter* consumed_ = nullptr;  // one per reader
+  OfferRing* rings_ = nullptr;         // one per reader
   char* buffers_ = nullptr;
   size_t data_offset_ = 0;  // of buffer 0 in the segment's payload
   size_t stride_ = 0;       // bytes between the two buffers

@@ -44,7 +44,7 @@ size_t PublishCopy::ClassOf(size_t total) {
   return c;
 }
 
-bool PublishCopy::Choose(Class& c) const {
+bool PublishCopy::Choose(const Class& c) {
   // Each way is timed at the first publications of the class and again every
   // kRemeasureEvery (the mode changes over minutes; a measurement in the wrong way
   // costs at most one slow copy in kRemeasureEvery).
@@ -54,15 +54,13 @@ bool PublishCopy::Choose(Class& c) const {
   return c.plain > kStreamWhenSlower * c.stream;
 }
 
-bool PublishCopy::WouldStream(size_t total) const {
+bool PublishCopy::Streams(size_t total, size_t k) const {
   if (mode_ != CopyMode::kAuto) return mode_ == CopyMode::kStream && total > 0;
-  if (total < kMinBytes) return false;
-  Class c = classes_[ClassOf(total)];
-  return Choose(c);
+  return total >= kMinBytes && Choose(classes_[k]);
 }
 
-void PublishCopy::Record(size_t total, bool stream, double seconds) {
-  Class& c = classes_[ClassOf(total)];
+void PublishCopy::Record(size_t k, size_t total, bool stream, double seconds) {
+  Class& c = classes_[k];
   const double per_byte = std::max(seconds / static_cast<double>(total), 1e-15);
   // A measurement round sets the time; the way in use follows it smoothly, so that one
   // copy slowed by a preemption does not switch ways (a mode change does, in a few).

@@ -37,7 +37,8 @@ class PublishCopy {
   // {destination, source, bytes}.
   template <typename Piece>
   void Copy(size_t total, size_t count, Piece piece) {
-    const bool stream = WouldStream(total);
+    const size_t k = ClassOf(total);
+    const bool stream = Streams(total, k);
     const bool timed = mode_ == CopyMode::kAuto && total >= kMinBytes;
     const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     for (size_t i = 0; i < count; ++i) {
@@ -48,19 +49,23 @@ class PublishCopy {
       else
         std::memcpy(dst, src, bytes);
     }
-    if (timed) Record(total, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (timed) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      Record(k, total, stream, seconds);
+    }
   }
   // What the next publication of `total` bytes uses.
-  bool WouldStream(size_t total) const;
+  bool WouldStream(size_t total) const { return Streams(total, ClassOf(total)); }
 
  private:
-  void Record(size_t total, bool stream, double seconds);
+  bool Streams(size_t total, size_t k) const;  // k: ClassOf(total)
+  void Record(size_t k, size_t total, bool stream, double seconds);
   struct Class {
     double plain = 0;   // seconds per byte, last measured; 0: not yet
     double stream = 0;
     uint32_t count = 0;
   };
-  bool Choose(Class& c) const;
+  static bool Choose(const Class& c);
   static size_t ClassOf(size_t total);
   CopyMode mode_;
   std::array<Class, 48> classes_{};  // by log2 of the size
