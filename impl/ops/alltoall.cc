@@ -3,7 +3,13 @@
 // gathers every rank's send and receive counts by dissemination (ceil(log2 n) rounds of
 // 16 n bytes, which also agree on the call), so each checks every pair alike and a
 // count one rank sends but its peer does not expect fails on every rank, naming both.
-// Then all blocks move at once, straight from in into the peers' out.
+// Then all blocks move at once, straight from in into the peers' out. Where every rank
+// is on one host (the context's board) and each may read the others' memory, the counts
+// round also carries the address of each rank's input, every rank copies its blocks
+// straight out of its peers' inputs into its out (process_vm_readv: one copy, no
+// message), and a second round tells every rank that its input has been read.
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +18,7 @@
 #include "impl/ops/collectives.h"
 #include "impl/ops/exchange.h"
 #include "impl/ops/sequence.h"
+#include "impl/transport/shm/cross_memory.h"
 
 namespace starling::ops {
 namespace {
@@ -20,6 +27,11 @@ namespace {
 // won up to a few KiB at two ranks and lost from 16 KiB (measured, 2-core VM under load).
 constexpr size_t kAlltoallGatherMaxBytes = 8 << 10;
 constexpr size_t kAlltoallGatherMaxTotalBytes = 32 << 10;
+// Blocks read straight from the peers' inputs (the board's way, below) when the largest
+// is at least this: below, the kernel call and the second round cost more than eager
+// messages (alltoallv at 2 ranks: 1-3 KiB blocks 0.7-1.1 us slower, 4-12 KiB 1.8 us
+// faster; docs/performance.md).
+constexpr size_t kAlltoallReadMinBytes = 4 << 10;
 
 class AlltoallOp : public runtime::Op {
  public:
@@ -62,12 +74,15 @@ class AlltoallOp : public runtime::Op {
                     all[static_cast<size_t>(q)] + static_cast<size_t>(me) * block, block);
       return;
     }
-    AgreeOnAlltoallCounts(context, group, sig, send_, recv_, Describe(), Label());
     std::vector<size_t> send_at(static_cast<size_t>(n) + 1, 0), recv_at(static_cast<size_t>(n) + 1, 0);
     for (int q = 0; q < n; ++q) {
       send_at[q + 1] = send_at[q] + static_cast<size_t>(send_[static_cast<size_t>(q)]) * elem;
       recv_at[q + 1] = recv_at[q] + static_cast<size_t>(recv_[static_cast<size_t>(q)]) * elem;
     }
+    bool moved = false;
+    if (!ReadOnBoard(context, group, sig, recv_at, &moved))
+      AgreeOnAlltoallCounts(context, group, sig, send_, recv_, Describe(), Label());
+    if (moved) return;
     const char* src = static_cast<const char*>(in_.data);
     char* dst = static_cast<char*>(out_.data);
     Exchange ex(context, transport::Channel::kCollective, Label());
@@ -87,6 +102,90 @@ class AlltoallOp : public runtime::Op {
   }
 
  private:
+  // The board's way (see the top): false when the board does not serve the group
+  // (nothing happened). Else the counts are agreed and, when every rank may read every
+  // other's memory (*moved), every block is in out.
+  bool ReadOnBoard(runtime::Context& context, const Group& group, const Signature& sig,
+                   const std::vector<size_t>& recv_at, bool* moved) {
+    const auto links = context.shm_links();
+    const int n = group.size();
+    const size_t words = 2 + 2 * static_cast<size_t>(n);  // address, readable, send counts, recv counts
+    if (!links || links->board() == nullptr || words * sizeof(int64_t) > transport::shm::Board::kCapacity)
+      return false;
+    std::vector<int64_t> mine(words);
+    mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(in_.data));
+    mine[1] = 1;
+    for (int r : group.ranks)
+      if (r != group.ranks[static_cast<size_t>(group.index)] && !links->can_read(r)) mine[1] = 0;
+    std::copy(send_.begin(), send_.end(), mine.begin() + 2);
+    std::copy(recv_.begin(), recv_.end(), mine.begin() + 2 + n);
+    std::vector<Posted> posted;
+    if (!BoardRound(context, group, sig, mine.data(), words * sizeof(int64_t), Label(), &posted)) return false;
+    auto word = [&](int position, size_t index) {
+      int64_t value;
+      std::memcpy(&value, posted[static_cast<size_t>(position)].data + index * sizeof value, sizeof value);
+      return value;
+    };
+    for (int q = 0; q < n; ++q)
+      STARLING_CHECK(posted[static_cast<size_t>(q)].data != nullptr &&
+                         posted[static_cast<size_t>(q)].bytes == words * sizeof(int64_t),
+                     Code::kMismatch, Describe(), ": rank ", group.ranks[static_cast<size_t>(q)], " posted ",
+                     posted[static_cast<size_t>(q)].bytes, " bytes of counts where this rank has ",
+                     words * sizeof(int64_t));
+    bool readable = true;
+    for (int q = 0; q < n; ++q) {
+      readable = readable && word(q, 1) == 1;
+      for (int r = 0; r < n; ++r) {
+        const int64_t sends = word(q, 2 + static_cast<size_t>(r)), expects = word(r, 2 + n + static_cast<size_t>(q));
+        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", group.ranks[static_cast<size_t>(q)],
+                       " sends ", sends, " elements to rank ", group.ranks[static_cast<size_t>(r)], ", which expects ",
+                       expects, " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
+      }
+    }
+    const size_t elem = DTypeSize(in_.dtype);
+    // Small blocks go faster by message (eager, no kernel call, no second round). Every
+    // rank decides alike, from the counts all posted.
+    uint64_t largest = 0;
+    for (int q = 0; q < n; ++q)
+      for (int r = 0; r < n; ++r)
+        if (q != r) largest = std::max<uint64_t>(largest, static_cast<uint64_t>(word(q, 2 + static_cast<size_t>(r))));
+    largest *= elem;
+    if (!readable || largest < kAlltoallReadMinBytes) return true;  // the blocks go by message
+    const int me = group.index;
+    char* dst = static_cast<char*>(out_.data);
+    transport::Traffic* traffic = context.transport().traffic();
+    std::string failure;
+    Code code = Code::kTransport;
+    for (int k = 0; k < n && failure.empty(); ++k) {
+      const int q = (me + k) % n;  // each rank starts with itself, then its successors: spread over the inputs
+      const size_t length = recv_at[static_cast<size_t>(q) + 1] - recv_at[static_cast<size_t>(q)];
+      uint64_t offset = 0;  // of this rank's block in q's input
+      for (int j = 0; j < me; ++j) offset += static_cast<uint64_t>(word(q, 2 + static_cast<size_t>(j))) * elem;
+      if (length == 0) continue;
+      const uint64_t from = static_cast<uint64_t>(word(q, 0)) + offset;
+      if (q == me) {
+        std::memcpy(dst + recv_at[static_cast<size_t>(q)], static_cast<const char*>(in_.data) + offset, length);
+        continue;
+      }
+      const int peer = group.ranks[static_cast<size_t>(q)];
+      const int error = transport::shm::ReadProcessMemory(links->pid_of(peer), from, dst + recv_at[q], length);
+      if (error != 0) {
+        code = error == ESRCH ? Code::kPeerFailed : Code::kTransport;
+        failure = Str(Describe(), ": cannot read rank ", peer, "'s input (", std::strerror(error), ")");
+      } else if (traffic) {
+        traffic->ReceivedShared(peer, length);
+        traffic->SentShared(peer, static_cast<size_t>(word(me, 2 + static_cast<size_t>(q))) * elem);
+      }
+    }
+    // Every rank's input stays as it is until every rank has read it.
+    Signature done = sig;
+    done.extra |= 2;
+    BoardRound(context, group, done, nullptr, 0, Label(), &posted);
+    STARLING_CHECK(failure.empty(), code, failure);
+    *moved = true;
+    return true;
+  }
+
   TensorView in_, out_;
   std::vector<int64_t> send_, recv_;
   bool varying_;

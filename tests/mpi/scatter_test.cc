@@ -3,7 +3,11 @@
 // place, against references every rank computes independently in float64; their bad
 // input and mismatches across ranks.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <numeric>
+#include <string>
+#include <thread>
 
 #include "test_util.h"
 
@@ -129,6 +133,35 @@ TEST_F(Scatter, AlltoallEqualBlocksEveryDtype) {
           ASSERT_EQ(out.get(q * block + i), Value(k, q, rank * block + i, salt))
               << KindName(k) << " block " << block << " from rank " << q << " element " << i;
     }
+  }
+}
+
+// Every rank on one host with shared memory on: each rank copies its blocks straight out
+// of its peers' inputs (the board's counts round carries their addresses), so the bytes
+// it received through shared memory include every peer's block for it; through messages
+// only the counts round would count there. The inputs change right after the call, as
+// a program's next step changes them: the second round kept them until every read.
+TEST_F(Scatter, AlltoallOnOneHostReadsThePeersInputs) {
+  int local = 0;
+  ASSERT_OK(starling_local_size(ctx, &local));
+  const char* shm = std::getenv("STARLING_SHM");
+  if (size < 2 || local != size || (shm != nullptr && std::string(shm) == "0"))
+    GTEST_SKIP() << "needs every rank on this host, shared memory on";
+  const size_t block = 20000;  // floats: 80 KB per block, above the gather path
+  for (int round = 0; round < 5; ++round) {
+    Buffer in(Kind::kF32, {static_cast<int64_t>(block) * size}), out(Kind::kF32, {static_cast<int64_t>(block) * size});
+    Fill(in, rank, round);
+    starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+    ASSERT_OK(starling_get_stats(ctx, &before));
+    ASSERT_OK(starling_alltoall(ctx, &in.t, &out.t, nullptr, nullptr, nullptr));
+    ASSERT_OK(starling_get_stats(ctx, &after));
+    Fill(in, rank, round + 100);
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < block; ++i)
+        ASSERT_EQ(out.get(q * block + i), Value(Kind::kF32, q, rank * block + i, round)) << "from rank " << q;
+    EXPECT_GE(after.shm_bytes_received - before.shm_bytes_received, (size - 1) * block * sizeof(float))
+        << "the blocks did not come through shared memory";
+    if (round % 2 == 1 && rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a slow rank
   }
 }
 

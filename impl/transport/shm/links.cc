@@ -82,6 +82,7 @@ std::shared_ptr<NeighborLinks> NeighborLinks::Connect(const LinksInput& in, std:
       const std::string pull = box.ProbeOwner(ReaderIndex(group, p, in.rank));
       if (!pull.empty()) STARLING_LOG_DEBUG("shared memory: rank ", p, "'s offers go through its outbox: ", pull);
       links->peers_[p].box = std::move(box);
+      links->peers_[p].readable = pull.empty();
       mapped[IndexIn(group, p)] = 1;
     } catch (const std::exception& e) {
       if (why->empty()) *why = Str("rank ", in.rank, " cannot map rank ", p, "'s outbox: ", e.what());

@@ -41,6 +41,10 @@ class NeighborLinks {
   static std::shared_ptr<NeighborLinks> Connect(const LinksInput& input, std::string* why);
 
   bool linked(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer].linked; }
+  // Whether this rank may read `peer`'s memory (cross-memory attach: its probe of the
+  // peer's outbox owner passed), and the peer's process.
+  bool can_read(int peer) const { return linked(peer) && peers_[peer].readable; }
+  int32_t pid_of(int peer) const { return peers_[peer].box.owner_pid(); }
   Outbox& own() { return own_; }
   // How this rank copies into its outbox (writer only, like own()).
   PublishCopy& publish_copy() { return copy_; }
@@ -68,6 +72,7 @@ class NeighborLinks {
     uint32_t my_index = 0;     // this rank's reader index in box
     uint32_t their_index = 0;  // the peer's reader index in own_
     uint32_t nonce = 0;        // of the peer's outbox's name
+    bool readable = false;     // this rank may read the peer's memory
   };
   Outbox own_;
   PublishCopy copy_;
