@@ -5,6 +5,9 @@
 //   win_accumulate  starling_window_accumulate to every out-neighbor
 //   win_get         starling_window_get from every in-neighbor
 //   pair_gossip     starling_pair_gossip with rank ^ 1, weights 0.5 and 0.5 (even sizes)
+//   allreduce       starling_allreduce (sum), against MPI_Allreduce
+//   broadcast       starling_broadcast from rank 0, against MPI_Bcast
+//   allgather       starling_allgather (equal blocks), against MPI_Allgather
 // each through shared memory, or through MPI with STARLING_SHM=0, against:
 //   raw_mpi   MPI_Irecv from each in-neighbor, MPI_Isend to each out-neighbor,
 //             MPI_Waitall, then the same combine in one pass (the MPI path's floor;
@@ -15,7 +18,8 @@
 //             neighbor: out = (x + y) / 2; win_put: a copy per out-neighbor (the
 //             puts) and the average over the in-neighbors' inputs (the update);
 //             win_accumulate: acc += x per out-neighbor; win_get: a copy per
-//             in-neighbor
+//             in-neighbor; allreduce: the sum of every rank's tensor; broadcast: one
+//             copy; allgather: one copy per rank's block
 // --require-mutex 1: the window operations under the window mutex (push-sum's way).
 // Prints microseconds per call (median of blocks) and the ratios. Run it with
 // STARLING_SHM=1 and =0 (examples/benchmarks/shm_neighbor_bench.sh does both):
@@ -94,8 +98,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--op") == 0) op = argv[i + 1];
     if (std::strcmp(argv[i], "--require-mutex") == 0) require_mutex = std::atoi(argv[i + 1]);
   }
-  if (op != "neighbor" && op != "win_put" && op != "win_accumulate" && op != "win_get" && op != "pair_gossip") {
-    std::fprintf(stderr, "--op must be neighbor, win_put, win_accumulate, win_get or pair_gossip, not %s\n",
+  const std::vector<std::string> ops = {"neighbor",    "win_put",   "win_accumulate", "win_get",
+                                       "pair_gossip", "allreduce", "broadcast",      "allgather"};
+  if (std::find(ops.begin(), ops.end(), op) == ops.end()) {
+    std::fprintf(stderr,
+                 "--op must be neighbor, win_put, win_accumulate, win_get, pair_gossip, allreduce, broadcast or "
+                 "allgather, not %s\n",
                  op.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
@@ -142,6 +150,14 @@ int main(int argc, char** argv) {
     to.data = result.data();
     const float w = 1.0f / static_cast<float>(nin + 1);
     const bool put = op == "win_put", accumulate = op == "win_accumulate", get = op == "win_get";
+    const bool allreduce = op == "allreduce", broadcast = op == "broadcast", allgather = op == "allgather";
+    // allreduce's local limit: every other rank's tensor, already local; allgather's output.
+    std::vector<std::vector<float>> others(allreduce ? static_cast<size_t>(size - 1) : 0, std::vector<float>(n, 2.0f));
+    std::vector<float> gathered(allgather ? n * static_cast<size_t>(size) : 0);
+    int64_t total = static_cast<int64_t>(gathered.size());
+    DLTensor tg = tx;
+    tg.data = gathered.data();
+    tg.shape = &total;
     starling_window_t win = nullptr;
     if (put || accumulate || get) Check(starling_window_create(ctx, &tx, "bench", 1, &win), "window_create");
     std::vector<float> next(n, 1.0f + rank);  // raw win_put: the average it sends next
@@ -157,6 +173,12 @@ int main(int argc, char** argv) {
         Check(starling_window_accumulate(win, &tx, &wargs), "window_accumulate");
       } else if (get) {
         Check(starling_window_get(win, &wargs), "window_get");
+      } else if (allreduce) {
+        Check(starling_allreduce(ctx, &tx, &to, STARLING_SUM, nullptr), "allreduce");
+      } else if (broadcast) {
+        Check(starling_broadcast(ctx, &tx, &tx, 0, nullptr), "broadcast");
+      } else if (allgather) {
+        Check(starling_allgather(ctx, &tx, &tg, nullptr, nullptr), "allgather");
       } else if (gossip) {
         Check(starling_pair_gossip(ctx, &tx, &to, rank ^ 1, 0.5, 0.5, nullptr), "pair_gossip");
       } else {
@@ -164,6 +186,19 @@ int main(int argc, char** argv) {
       }
     };
     auto raw = [&] {
+      const int count = static_cast<int>(n);
+      if (allreduce) {
+        MPI_Allreduce(x.data(), result.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        return;
+      }
+      if (broadcast) {
+        MPI_Bcast(x.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        return;
+      }
+      if (allgather) {
+        MPI_Allgather(x.data(), count, MPI_FLOAT, gathered.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+        return;
+      }
       std::vector<MPI_Request> reqs;
       for (int s = 0; s < nin; ++s) {
         reqs.emplace_back();
@@ -203,6 +238,26 @@ int main(int argc, char** argv) {
       float* __restrict o = result.data();
       const float* __restrict a = x.data();
       const float* __restrict b = y.data();
+      if (allreduce) {  // one pass over every rank's tensor
+        if (size == 1) {
+          std::memcpy(o, a, bytes);
+          return;
+        }
+        for (size_t i = 0; i < n; ++i) o[i] = a[i] + others[0][i];
+        for (int r = 1; r < size - 1; ++r) {
+          const float* __restrict c = others[static_cast<size_t>(r)].data();
+          for (size_t i = 0; i < n; ++i) o[i] += c[i];
+        }
+        return;
+      }
+      if (broadcast) {  // the root copies nothing
+        if (rank != 0) std::memcpy(o, a, bytes);
+        return;
+      }
+      if (allgather) {  // one copy per block
+        for (int r = 0; r < size; ++r) std::memcpy(gathered.data() + n * static_cast<size_t>(r), a, bytes);
+        return;
+      }
       if (get) {  // one copy per source
         for (int j = 0; j < nin; ++j) std::memcpy(recv[j].data(), a, bytes);
         return;

@@ -168,6 +168,51 @@ TEST_F(Scatter, AlltoallOnOneHostReadsThePeersInputs) {
 // What rank r sends to rank q, in elements.
 int64_t Sends(int r, int q, int64_t scale) { return ((r + 2 * q) % 3) * scale + (r == q ? 1 : 0); }
 
+// Per-rank counts whose inputs sit on both sides of the largest input that travels with
+// the counts on the board (a slot of 64 KiB + 64 bytes holds 2 + 2 size words and the
+// input): all within it (one board round, no message), all over it, and mixed (rank 0
+// over, the others within: every rank must fall back alike).
+TEST_F(Scatter, AlltoallSmallInputsWithTheCountsOnOneHost) {
+  int local = 0;
+  ASSERT_OK(starling_local_size(ctx, &local));
+  const char* shm = std::getenv("STARLING_SHM");
+  const bool board = size >= 2 && local == size && !(shm != nullptr && std::string(shm) == "0");
+  const int64_t limit = static_cast<int64_t>(((64 << 10) + 64 - (2 + 2 * size) * 8) / sizeof(float));
+  // 256 floats: blocks that would otherwise go by message; -1: mixed.
+  for (int64_t mine : {int64_t{256}, limit, limit - 1, limit + 1, int64_t{-1}}) {
+    // Rank r sends total_of(r) split as evenly as the counts allow; every rank knows all totals.
+    auto total_of = [&](int r) { return mine > 0 ? mine : (r == 0 ? limit + 1 : limit - 3); };
+    const int64_t total = total_of(rank);
+    for (int round = 0; round < 3; ++round) {
+      auto block = [&](int r, int q) { return total_of(r) / size + (q < total_of(r) % size ? 1 : 0); };
+      std::vector<int64_t> send(size), recv(size);
+      for (int q = 0; q < size; ++q) {
+        send[q] = block(rank, q);
+        recv[q] = block(q, rank);
+      }
+      const int64_t out_total = std::accumulate(recv.begin(), recv.end(), int64_t{0});
+      Buffer in(Kind::kF32, {total}), out(Kind::kF32, {out_total});
+      Fill(in, rank, round);
+      starling_stats_t before = STARLING_STATS_INIT, after = STARLING_STATS_INIT;
+      ASSERT_OK(starling_get_stats(ctx, &before));
+      ASSERT_OK(starling_alltoall(ctx, &in.t, &out.t, send.data(), recv.data(), nullptr));
+      ASSERT_OK(starling_get_stats(ctx, &after));
+      Fill(in, rank, round + 100);  // the input may change as soon as the call returns
+      size_t at = 0;
+      for (int q = 0; q < size; ++q) {
+        int64_t from = 0;
+        for (int p = 0; p < rank; ++p) from += block(q, p);
+        for (int64_t i = 0; i < recv[q]; ++i, ++at)
+          ASSERT_EQ(out.get(at), Value(Kind::kF32, q, static_cast<size_t>(from + i), round))
+              << "input " << mine << " from rank " << q << " element " << i;
+      }
+      if (board && mine > 0 && mine <= limit)
+        EXPECT_EQ(after.messages_sent, before.messages_sent) << "inputs of " << mine * 4 << " bytes sent messages";
+      if (round == 1 && rank == size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a slow rank
+    }
+  }
+}
+
 TEST_F(Scatter, AlltoallPerRankCounts) {
   for (Kind k : {Kind::kF16, Kind::kF64, Kind::kI8, Kind::kI64}) {
     for (int64_t scale : {int64_t{3}, int64_t{50000}}) {
