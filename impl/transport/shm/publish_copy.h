@@ -3,10 +3,12 @@
 // for ownership). Where the host runs the two cores decides what that costs: on the
 // project's VM 7.5 or 28 us per 64 KiB, 24 or 415 us per MiB, a mode that holds for
 // minutes (docs/performance.md, "the slow mode"). Non-temporal stores skip that read
-// (2 and 38 us) but leave the data in memory for the reader, which is slower when the
-// plain copy is cheap (a 1 MiB exchange 2x slower). So the writer times both:
-// non-temporal stores when the plain copy costs over 6x theirs, per size class, both
-// measured again every 256 publications of the class and the way in use at each.
+// (2 and 38 us) but leave the data in memory for the reader, whose combine then takes
+// about as long again as the streamed copy (measured 0.2-1.5x from 64 KiB to 4 MiB), so
+// they win once the plain copy costs about twice theirs, and lose where it is cheap (a
+// 1 MiB exchange 2x slower). So the writer times both: non-temporal stores when the
+// plain copy costs over 3x theirs, per size class, both measured again every 256
+// publications of the class and the way in use at each.
 #pragma once
 
 #include <array>
@@ -26,9 +28,10 @@ enum class CopyMode { kAuto, kPlain, kStream };
 
 class PublishCopy {
  public:
-  // Plain over streamed seconds per byte on the VM: 0.6-3.7 in the fast mode, 11-13 in
-  // the slow one.
-  static constexpr double kStreamWhenSlower = 6.0;
+  // Plain over streamed seconds per byte on the VM: 0.6-1.1 in the fast mode from 256
+  // KiB (up to 3.7 at 64 KiB, where streaming costs the reader least), 3.5-13 in the
+  // slow one (a milder slow mode of 3.5-5 at 1-4 MiB: streamed exchanges 1.7-1.9x faster).
+  static constexpr double kStreamWhenSlower = 3.0;
   static constexpr uint32_t kRemeasureEvery = 256;  // publications per size class
   static constexpr size_t kMinBytes = 16 << 10;     // below: always plain (too short to time)
 
