@@ -24,15 +24,23 @@ std::shared_ptr<transport::shm::NeighborLinks> BoardLinks(runtime::Context& cont
 
 bool BoardRound(runtime::Context& context, const Group& group, const Signature& signature, const void* data,
                 size_t bytes, const LazyText& what, std::vector<Posted>* by_position) {
+  if (data == nullptr) return BoardRound(context, group, signature, {}, what, by_position);
+  return BoardRound(context, group, signature, {Board::Piece{data, bytes}}, what, by_position);
+}
+
+bool BoardRound(runtime::Context& context, const Group& group, const Signature& signature,
+                std::initializer_list<Board::Piece> pieces, const LazyText& what, std::vector<Posted>* by_position) {
   const auto links = BoardLinks(context, group);
   if (!links) return false;
-  STARLING_CHECK(data == nullptr || bytes <= Board::kCapacity, Code::kInternal, "board: ", bytes,
-                 " bytes exceed a slot");
+  uint64_t bytes = 0;
+  for (const Board::Piece& piece : pieces) bytes += piece.bytes;
+  STARLING_CHECK(bytes <= Board::kCapacity, Code::kInternal, "board: ", bytes, " bytes exceed a slot");
   unsigned char tag[Board::kTagBytes] = {};
   std::memcpy(tag, &signature, sizeof signature);
   SharedWait wait(context, what, signature.seq, {}, "not heard from");  // {}: every other rank
   transport::OrderBeforePublish();  // the round stands in for messages (transport/order.h)
-  const std::vector<Board::Entry>& entries = links->board()->Round(tag, data, bytes, wait.policy, wait.check);
+  const std::vector<Board::Entry>& entries =
+      links->board()->RoundInPieces(tag, pieces.begin(), pieces.size(), wait.policy, wait.check);
   transport::OrderAfterObserve();
   // Every member compares every member's signature with the first member's, so all
   // throw the same error naming the same two ranks.
@@ -55,7 +63,7 @@ bool BoardRound(runtime::Context& context, const Group& group, const Signature& 
     // As the neighbor path counts: what this rank posted, for every peer, and what each
     // peer posted for it.
     if (traffic == nullptr || r == context.rank()) continue;
-    if (data != nullptr) traffic->SentShared(r, bytes);
+    if (pieces.size() > 0) traffic->SentShared(r, bytes);
     if (e.data != nullptr) traffic->ReceivedShared(r, e.bytes);
   }
   return true;

@@ -11,12 +11,14 @@
 // message. Contributions larger than a board slot then travel by dissemination.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "impl/ops/exchange.h"
 #include "impl/ops/group.h"
 #include "impl/ops/wire.h"
+#include "impl/transport/shm/board.h"
 
 namespace starling::ops {
 
@@ -34,6 +36,11 @@ struct Posted {
 // second later round. Throws Error(kMismatch) on every member if any disagrees.
 bool BoardRound(runtime::Context& context, const Group& group, const Signature& signature, const void* data,
                 size_t bytes, const LazyText& what, std::vector<Posted>* by_position);
+// The same with the data in pieces, posted one after another as one part (a header and
+// a tensor without packing them first); `pieces` empty: nothing to share.
+bool BoardRound(runtime::Context& context, const Group& group, const Signature& signature,
+                std::initializer_list<transport::shm::Board::Piece> pieces, const LazyText& what,
+                std::vector<Posted>* by_position);
 
 // Header-only agreement; throws Error(kMismatch) on every member if any disagrees.
 void Agree(runtime::Context& context, const Group& group, const Signature& signature, const LazyText& what);

@@ -159,12 +159,9 @@ class AllgatherOp : public runtime::Op {
     const int p = context.size();
     GatherMeta own{context.rank(), 0, in_.first_dim(), gather_ ? out_.first_dim() : 0};
     own.has_data = gather_ && in_.bytes <= transport::shm::Board::kCapacity - meta ? 1 : 0;
-    const size_t bytes = meta + (own.has_data ? in_.bytes : 0);
-    runtime::ScratchPool::Buffer packed = context.scratch().Get(bytes);
-    std::memcpy(packed.data(), &own, meta);
-    if (own.has_data && in_.bytes > 0) std::memcpy(packed.data() + meta, in_.data, in_.bytes);
     std::vector<Posted> posted;
-    if (!BoardRound(context, WorldGroup(context), sig, packed.data(), bytes, Label(), &posted)) return false;
+    const transport::shm::Board::Piece header{&own, meta}, rows{in_.data, own.has_data ? in_.bytes : 0};
+    if (!BoardRound(context, WorldGroup(context), sig, {header, rows}, Label(), &posted)) return false;
     by_rank->resize(static_cast<size_t>(p));
     for (int q = 0; q < p; ++q) {
       const Posted& x = posted[static_cast<size_t>(q)];

@@ -6,11 +6,12 @@
 // Then all blocks move at once, straight from in into the peers' out. Where every rank
 // is on one host (the context's board), the counts round also carries each rank's input
 // when it fits the board's slot with them (64 KiB), and when every rank's does, every
-// rank copies its blocks out of the board: one round, no message (at 16-64 KiB 0.3-0.8x
-// MPI_Alltoall, where reading the inputs, below, was 0.9-1.1x). Else, when each rank may read the others' memory, the round carries the
-// address of each rank's input, every rank copies its blocks straight out of its peers'
-// inputs into its out (process_vm_readv: one copy, no message), and a second round tells
-// every rank that its input has been read.
+// rank copies its blocks out of the board: one round, no message (at 16-64 KiB 0.3-0.9x
+// MPI_Alltoall, where reading the inputs, below, was 0.9-1.1x). Else, when each rank may
+// read the others' memory, the round carries the address of each rank's input, every
+// rank copies its blocks straight out of its peers' inputs into its out
+// (process_vm_readv: one copy, no message), and a second round tells every rank that
+// its input has been read.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -118,17 +119,16 @@ class AlltoallOp : public runtime::Op {
     constexpr int64_t kReadable = 1, kInline = 2;
     if (!links || links->board() == nullptr || head > transport::shm::Board::kCapacity) return false;
     const bool inline_input = head + in_.bytes <= transport::shm::Board::kCapacity;
-    std::vector<int64_t> mine(words + (inline_input ? (in_.bytes + sizeof(int64_t) - 1) / sizeof(int64_t) : 0));
+    std::vector<int64_t> mine(words);
     mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(in_.data));
     mine[1] = kReadable | (inline_input ? kInline : 0);
     for (int r : group.ranks)
       if (r != group.ranks[static_cast<size_t>(group.index)] && !links->can_read(r)) mine[1] &= ~kReadable;
     std::copy(send_.begin(), send_.end(), mine.begin() + 2);
     std::copy(recv_.begin(), recv_.end(), mine.begin() + 2 + n);
-    if (inline_input && in_.bytes > 0) std::memcpy(mine.data() + words, in_.data, in_.bytes);
     std::vector<Posted> posted;
-    if (!BoardRound(context, group, sig, mine.data(), head + (inline_input ? in_.bytes : 0), Label(), &posted))
-      return false;
+    const transport::shm::Board::Piece counts{mine.data(), head}, input{in_.data, inline_input ? in_.bytes : 0};
+    if (!BoardRound(context, group, sig, {counts, input}, Label(), &posted)) return false;
     auto word = [&](int position, size_t index) {
       int64_t value;
       std::memcpy(&value, posted[static_cast<size_t>(position)].data + index * sizeof value, sizeof value);
@@ -140,14 +140,19 @@ class AlltoallOp : public runtime::Op {
                      posted[static_cast<size_t>(q)].bytes, " bytes of counts where this rank has ", head);
     const size_t elem = DTypeSize(in_.dtype);
     bool readable = true, all_inline = true;
+    uint64_t largest = 0;  // block, in elements, between two ranks
     for (int q = 0; q < n; ++q) {
       readable = readable && (word(q, 1) & kReadable) != 0;
       uint64_t input = 0;  // q's input bytes, from its counts (each bounded: no overflow)
       for (int r = 0; r < n; ++r) {
-        const int64_t count = word(q, 2 + static_cast<size_t>(r));
-        STARLING_CHECK(count >= 0 && count <= (int64_t{1} << 48), Code::kMismatch, Describe(), ": rank ",
-                       group.ranks[static_cast<size_t>(q)], " posted a count of ", count);
-        input += static_cast<uint64_t>(count) * elem;
+        const int64_t sends = word(q, 2 + static_cast<size_t>(r)), expects = word(r, 2 + n + static_cast<size_t>(q));
+        STARLING_CHECK(sends >= 0 && sends <= (int64_t{1} << 48), Code::kMismatch, Describe(), ": rank ",
+                       group.ranks[static_cast<size_t>(q)], " posted a count of ", sends);
+        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", group.ranks[static_cast<size_t>(q)],
+                       " sends ", sends, " elements to rank ", group.ranks[static_cast<size_t>(r)], ", which expects ",
+                       expects, " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
+        input += static_cast<uint64_t>(sends) * elem;
+        if (q != r) largest = std::max<uint64_t>(largest, static_cast<uint64_t>(sends));
       }
       const bool inlined = (word(q, 1) & kInline) != 0;
       all_inline = all_inline && inlined;
@@ -155,12 +160,6 @@ class AlltoallOp : public runtime::Op {
                      Describe(), ": rank ", group.ranks[static_cast<size_t>(q)], " posted ",
                      posted[static_cast<size_t>(q)].bytes, " bytes for ", head, " bytes of counts",
                      inlined ? Str(" and an input of ", input, " bytes") : std::string());
-      for (int r = 0; r < n; ++r) {
-        const int64_t sends = word(q, 2 + static_cast<size_t>(r)), expects = word(r, 2 + n + static_cast<size_t>(q));
-        STARLING_CHECK(sends == expects, Code::kMismatch, Describe(), ": rank ", group.ranks[static_cast<size_t>(q)],
-                       " sends ", sends, " elements to rank ", group.ranks[static_cast<size_t>(r)], ", which expects ",
-                       expects, " (recv_counts[q] on rank r must equal send_counts[r] on rank q)");
-      }
     }
     const int me = group.index;
     char* dst = static_cast<char*>(out_.data);
@@ -181,12 +180,7 @@ class AlltoallOp : public runtime::Op {
     }
     // Small blocks go faster by message (eager, no kernel call, no second round). Every
     // rank decides alike, from the counts all posted.
-    uint64_t largest = 0;
-    for (int q = 0; q < n; ++q)
-      for (int r = 0; r < n; ++r)
-        if (q != r) largest = std::max<uint64_t>(largest, static_cast<uint64_t>(word(q, 2 + static_cast<size_t>(r))));
-    largest *= elem;
-    if (!readable || largest < kAlltoallReadMinBytes) return true;  // the blocks go by message
+    if (!readable || largest * elem < kAlltoallReadMinBytes) return true;  // the blocks go by message
     transport::Traffic* traffic = context.transport().traffic();
     std::string failure;
     Code code = Code::kTransport;

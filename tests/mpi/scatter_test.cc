@@ -182,9 +182,9 @@ TEST_F(Scatter, AlltoallSmallInputsWithTheCountsOnOneHost) {
   for (int64_t mine : {int64_t{256}, limit, limit - 1, limit + 1, int64_t{-1}}) {
     // Rank r sends total_of(r) split as evenly as the counts allow; every rank knows all totals.
     auto total_of = [&](int r) { return mine > 0 ? mine : (r == 0 ? limit + 1 : limit - 3); };
+    auto block = [&](int r, int q) { return total_of(r) / size + (q < total_of(r) % size ? 1 : 0); };
     const int64_t total = total_of(rank);
     for (int round = 0; round < 3; ++round) {
-      auto block = [&](int r, int q) { return total_of(r) / size + (q < total_of(r) % size ? 1 : 0); };
       std::vector<int64_t> send(size), recv(size);
       for (int q = 0; q < size; ++q) {
         send[q] = block(rank, q);

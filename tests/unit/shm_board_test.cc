@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -93,6 +94,23 @@ TEST(ShmBoard, EveryRankSeesEveryRanksPartOfEveryRoundIntact) {
     EXPECT_TRUE(RunRank(boards.payloads, 0, 1500)) << ranks << " ranks";
     for (pid_t pid : children) EXPECT_EQ(Reap(pid), 0) << ranks << " ranks";
   }
+}
+
+TEST(ShmBoard, PiecesArePostedOneAfterAnother) {
+  SharedBoards boards(1);
+  Board board(0, boards.payloads);
+  unsigned char tag[Board::kTagBytes] = {7};
+  WaitPolicy policy;
+  const char head[] = "counts", body[] = "and the input";
+  const Board::Piece pieces[] = {{head, 6}, {nullptr, 0}, {body, sizeof body}};
+  const auto& entries = board.RoundInPieces(tag, pieces, 3, policy, nullptr);
+  ASSERT_EQ(entries[0].bytes, 6 + sizeof body);
+  EXPECT_EQ(std::string(entries[0].data, entries[0].bytes), std::string("counts") + std::string(body, sizeof body));
+  EXPECT_EQ(entries[0].tag[0], 7);
+  EXPECT_EQ(board.RoundInPieces(tag, pieces, 0, policy, nullptr)[0].data, nullptr);  // no pieces: no data
+  std::vector<char> big(Board::kCapacity);
+  const Board::Piece over[] = {{big.data(), big.size()}, {head, 1}};
+  EXPECT_EQ(CodeOf([&] { board.RoundInPieces(tag, over, 2, policy, nullptr); }), Code::kInternal);
 }
 
 TEST(ShmBoard, AWaitForAnAbsentRankEndsByItsDeadlineOrCheck) {

@@ -107,7 +107,18 @@ char* Board::slot_data(int rank, uint64_t count) const {
 
 const std::vector<Board::Entry>& Board::Round(const void* tag, const void* data, uint64_t bytes, const WaitPolicy& policy,
                                        const std::function<void()>& check) {
-  STARLING_CHECK(data == nullptr || bytes <= kCapacity, Code::kInternal, "board: ", bytes, " bytes exceed a slot");
+  const Piece whole{data, bytes};
+  return RoundInPieces(tag, &whole, data != nullptr ? 1 : 0, policy, check);
+}
+
+const std::vector<Board::Entry>& Board::RoundInPieces(const void* tag, const Piece* pieces, size_t parts,
+                                                      const WaitPolicy& policy, const std::function<void()>& check) {
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < parts; ++k) {
+    STARLING_CHECK(pieces[k].bytes <= kCapacity - bytes, Code::kInternal, "board: ", bytes, " + ", pieces[k].bytes,
+                   " bytes exceed a slot");
+    bytes += pieces[k].bytes;
+  }
   // 64 bits here pick the slot (2^32 is not a multiple of 3); the shared counters and
   // headers carry the low 32 bits and compare them wrap-safely.
   const uint64_t count = ++count_;
@@ -115,10 +126,14 @@ const std::vector<Board::Entry>& Board::Round(const void* tag, const void* data,
   const int n = size();
   SlotHeader& mine = slot_header(rank_, count);
   std::memcpy(mine.tag, tag, kTagBytes);
-  mine.has_data = data != nullptr ? 1 : 0;
-  mine.bytes = data != nullptr ? bytes : 0;
+  mine.has_data = parts > 0 ? 1 : 0;
+  mine.bytes = bytes;
   mine.round = round;
-  if (data != nullptr && bytes > 0) std::memcpy(slot_data(rank_, count), data, bytes);
+  char* at = slot_data(rank_, count);
+  for (size_t k = 0; k < parts; ++k) {
+    if (pieces[k].bytes > 0) std::memcpy(at, pieces[k].data, pieces[k].bytes);
+    at += pieces[k].bytes;
+  }
   Set(control(rank_).arrived, round);  // release: the slot before the number
 
   entries_.resize(static_cast<size_t>(n));

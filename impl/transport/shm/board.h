@@ -69,6 +69,14 @@ class Board {
   // gone peer, a deadline).
   const std::vector<Entry>& Round(const void* tag, const void* data, uint64_t bytes, const WaitPolicy& policy,
                                   const std::function<void()>& check);
+  // The same with the data in `parts` pieces, posted one after another as one entry
+  // (no copy of them beforehand); parts 0: no data.
+  struct Piece {
+    const void* data;  // may be null where bytes is 0
+    uint64_t bytes;
+  };
+  const std::vector<Entry>& RoundInPieces(const void* tag, const Piece* pieces, size_t parts, const WaitPolicy& policy,
+                                          const std::function<void()>& check);
 
   int size() const { return static_cast<int>(bases_.size()); }
 
