@@ -37,7 +37,8 @@ run_tests() {  # <dir> <ctest regex> [<exclude regex>]
 }
 
 mpi_programs=(mpi_collectives_test mpi_neighbor_test mpi_window_test mpi_window_stress_test mpi_bad_input_test
-  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test mpi_mismatch_test)
+  mpi_context_test mpi_timeout_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test mpi_mismatch_test
+  mpi_scatter_test)
 # The CUDA paths on the emulated device (its stream workers and NCCL sockets are threads
 # too): staged and NCCL, windows, bad input.
 gpu_programs=(gpu_ops_test gpu_windows_test gpu_bad_input_test gpu_unavailable_test starling_emudevice)
@@ -56,7 +57,7 @@ for stage in "${stages[@]}"; do
       configure build-asan address
       cmake --build build-asan -j"$jobs" --target "${mpi_programs[@]}" "${gpu_programs[@]}" starling_python
       run_tests build-asan \
-        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.shm\.np[23]$|mpi\.shm_neighbor\.np2$|mpi\.mismatch_topologies\.np3$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
+        '^(mpi\.(collectives|neighbor|windows|window_stress|bad_input|context|timeout|abort)|mpi\.(shm|scatter)\.np[23]$|mpi\.shm_neighbor\.np2$|mpi\.mismatch_topologies\.np3$|python\.(suite|shutdown|environment)|gpu\.(ops_staged|ops_nccl|windows|bad_input|unavailable_no_device)\.np[1-4])' \
         '^(python\.(suite\.np[14]|environment\.np4)|mpi\.window_stress(_noshm)?\.np[34]|gpu\.ops_(nccl|staged)\.np[134]|(mpi\.(collectives|collectives_machines2|collectives_small_chunks|neighbor|neighbor_uneven_fusion_shm[01]|windows|windows_noshm)|gpu\.windows)\.np4)$'
       ;;
     tsan)
@@ -70,12 +71,13 @@ for stage in "${stages[@]}"; do
       # their buffers in shared slots, whose locks and mutex words the caller's thread,
       # the executor and the window service of one process all take (another process's
       # writes into them are ordered by the same locks, which TSan cannot see across
-      # processes and need not: it checks each process's own threads).
+      # processes and need not: it checks each process's own threads). mpi.scatter.np2:
+      # all-to-all's blocks read from the board's slots and from the peers' inputs.
       configure build-tsan thread -DSTARLING_BUILD_PYTHON=OFF
       cmake --build build-tsan -j"$jobs" --target mpi_collectives_test mpi_neighbor_test mpi_window_test \
-        mpi_window_stress_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test "${gpu_programs[@]}"
+        mpi_window_stress_test mpi_abort_test mpi_shm_test mpi_shm_neighbor_test mpi_scatter_test "${gpu_programs[@]}"
       run_tests build-tsan \
-        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort|shm|shm_neighbor)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
+        '^(mpi\.((collectives|neighbor|windows)\.np[23]|(window_stress|abort|shm|shm_neighbor|scatter)\.np2)|gpu\.(ops_staged|ops_nccl|windows)\.np2)$'
       ;;
     *)
       echo "unknown stage '$stage' (asan or tsan)" >&2
